@@ -1,0 +1,14 @@
+"""jaxshallow: shallow networks on MNIST-class data, as fast as the GPU allows.
+
+The functional API::
+
+    from jaxshallow import init_mlp, make_optimizer, train_step, train_epoch, evaluate
+"""
+
+from jaxshallow.data import DataError, load as load_dataset
+from jaxshallow.mlp import apply_mlp, init_mlp
+from jaxshallow.ops import IMPLS, PRECISIONS, Ops, get_ops
+from jaxshallow.train import (accuracy, epoch_order, evaluate, loss_fn, make_optimizer,
+                              train_epoch, train_step)
+
+__version__ = "0.1.0"

@@ -1,0 +1,118 @@
+"""Training and evaluation as pure, jit-able functions (the Flax MNIST example's shape).
+
+``train_step`` does one SGD-family update; ``train_epoch`` runs a whole epoch as one compiled
+``lax.scan`` with the data resident on the device; ``evaluate`` gives loss and accuracy.
+
+Partial batches: an epoch takes ``len(order) // batch_size`` full batches from a fresh permutation
+and skips the remaining ``len(order) % batch_size`` examples (32 of MNIST's 60,000 at batch 64).
+A different few are skipped each epoch, and every step has the same shape, so one compiled step
+serves the whole run.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from jaxshallow import mlp
+from jaxshallow import ops as ops_lib
+
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+def make_optimizer(name: str = "sgd", lr: float = 0.1, momentum: float = 0.9):
+  """An optax optimizer: plain SGD (default), SGD with momentum, or Adam."""
+  if name == "sgd":
+    return optax.sgd(lr)
+  if name == "momentum":
+    return optax.sgd(lr, momentum=momentum)
+  if name == "adam":
+    return optax.adam(lr)
+  raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+
+
+def to_float(images):
+  """uint8 pixels to float32 in [0, 1]; done on the device, per batch."""
+  return images.astype(jnp.float32) / 255.0
+
+
+def loss_fn(params, images, labels, *, ops, apply_fn=mlp.apply_mlp):
+  logits = apply_fn(params, images, ops)
+  return ops.softmax_cross_entropy(logits, labels), logits
+
+
+def accuracy(logits, labels):
+  return jnp.mean(jnp.argmax(logits, axis=-1) == labels)
+
+
+def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: str = "float32",
+               apply_fn=mlp.apply_mlp):
+  """One update on ``batch = (images, labels)``; returns ``(params, opt_state, metrics)``.
+
+  Pure: jit it with ``static_argnames=("tx", "impl", "precision", "apply_fn")``.
+  """
+  images, labels = batch
+  ops = ops_lib.get_ops(impl, precision)
+  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+  (loss, logits), grads = grad_fn(params, images, labels, ops=ops, apply_fn=apply_fn)
+  updates, opt_state = tx.update(grads, opt_state, params)
+  params = optax.apply_updates(params, updates)
+  return params, opt_state, {"loss": loss, "accuracy": accuracy(logits, labels)}
+
+
+@functools.partial(
+    jax.jit, static_argnames=("tx", "impl", "precision", "apply_fn", "batch_size", "unroll"),
+    donate_argnums=(0, 1))
+def train_epoch(params, opt_state, images, labels, order, *, tx, batch_size: int,
+                impl: str = "xla", precision: str = "float32", apply_fn=mlp.apply_mlp,
+                unroll: int = 1):
+  """One epoch over ``images[order]`` (uint8, resident on the device) as a single ``lax.scan``.
+
+  ``params`` and ``opt_state`` are donated: their buffers are reused for the results. Returns
+  ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
+  """
+  steps = order.shape[0] // batch_size
+  batches = order[:steps * batch_size].reshape(steps, batch_size)
+
+  def body(carry, idx):
+    p, s = carry
+    p, s, metrics = train_step(p, s, (to_float(images[idx]), labels[idx]), tx=tx, impl=impl,
+                               precision=precision, apply_fn=apply_fn)
+    return (p, s), metrics
+
+  (params, opt_state), metrics = lax.scan(body, (params, opt_state), batches, unroll=unroll)
+  return params, opt_state, jax.tree.map(jnp.mean, metrics)
+
+
+@functools.partial(jax.jit, static_argnames=("impl", "precision", "apply_fn"))
+def eval_batch(params, images, labels, *, impl: str = "xla", precision: str = "float32",
+               apply_fn=mlp.apply_mlp):
+  """Summed loss and number of correct predictions on one batch of uint8 images."""
+  ops = ops_lib.get_ops(impl, precision)
+  loss, logits = loss_fn(params, to_float(images), labels, ops=ops, apply_fn=apply_fn)
+  return loss * labels.shape[0], jnp.sum(jnp.argmax(logits, axis=-1) == labels)
+
+
+def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",
+             apply_fn=mlp.apply_mlp, batch_size: int = 2000):
+  """Mean loss and accuracy over a whole data set, in chunks of ``batch_size``."""
+  n = labels.shape[0]
+  total_loss, correct = 0.0, 0
+  for start in range(0, n, batch_size):
+    sl = slice(start, min(start + batch_size, n))
+    l, c = eval_batch(params, images[sl], labels[sl], impl=impl, precision=precision,
+                      apply_fn=apply_fn)
+    total_loss += float(l)
+    correct += int(c)
+  return {"loss": total_loss / n, "accuracy": correct / n}
+
+
+def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
+  """The example order of one epoch: drawn on the host from (seed, epoch), so every impl, the
+  NumPy reference included, sees the same batches."""
+  return np.random.default_rng([seed, epoch]).permutation(n).astype(np.int32)

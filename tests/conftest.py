@@ -1,0 +1,16 @@
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def real_data_dir():
+  """The folder of the real IDX files, or skip: set JAXSHALLOW_DATA_DIR (CI points it at
+  ../shared/data)."""
+  d = os.environ.get("JAXSHALLOW_DATA_DIR")
+  if not d or not (pathlib.Path(d) / "mnist").is_dir():
+    pytest.skip("JAXSHALLOW_DATA_DIR does not hold mnist/")
+  return pathlib.Path(d)

@@ -1,0 +1,88 @@
+"""The hand-written NumPy backward and optimizers against JAX autodiff and optax."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxshallow import mlp, numpy_ref, ops, train
+
+
+def rel_err(a, b):
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300)
+
+
+def random_problem(rng, sizes, batch, dtype):
+  params = numpy_ref.init_mlp(rng, sizes, dtype)
+  for layer in params:  # Non-zero biases so their gradients flow through the check.
+    layer["b"] = (0.1 * rng.standard_normal(layer["b"].shape)).astype(dtype)
+  x = rng.standard_normal((batch, sizes[0])).astype(dtype)
+  y = rng.integers(0, sizes[-1], batch)
+  return params, x, y
+
+
+def jax_loss(params, x, y):
+  return ops.softmax_cross_entropy(mlp.apply_mlp(params, x), y)
+
+
+SHAPES = [((784, 256, 10), 64), ((784, 512, 256, 10), 37), ((33, 7, 5), 1), ((20, 10), 9)]
+
+
+@pytest.mark.parametrize("sizes,batch", SHAPES)
+def test_grads_match_jax_float64(sizes, batch):
+  params, x, y = random_problem(np.random.default_rng(), sizes, batch, np.float64)
+  loss, grads, _ = numpy_ref.loss_and_grads(params, x, y)
+  with jax.enable_x64(True):
+    jparams = jax.tree.map(jnp.asarray, params)
+    jloss, jgrads = jax.value_and_grad(jax_loss)(jparams, jnp.asarray(x), jnp.asarray(y))
+    assert jgrads[0]["w"].dtype == jnp.float64
+  assert rel_err(loss, jloss) < 1e-10
+  for g, jg in zip(grads, jgrads):
+    for k in ("w", "b"):
+      assert rel_err(g[k], jg[k]) < 1e-10, (k, rel_err(g[k], jg[k]))
+
+
+@pytest.mark.parametrize("sizes,batch", SHAPES)
+def test_grads_match_jax_float32(sizes, batch):
+  params, x, y = random_problem(np.random.default_rng(), sizes, batch, np.float32)
+  loss, grads, _ = numpy_ref.loss_and_grads(params, x, y)
+  assert grads[0]["w"].dtype == np.float32
+  jloss, jgrads = jax.value_and_grad(jax_loss)(params, x, y)
+  assert rel_err(loss, jloss) < 1e-5
+  for g, jg in zip(grads, jgrads):
+    for k in ("w", "b"):
+      assert rel_err(g[k], jg[k]) < 1e-5, (k, rel_err(g[k], jg[k]))
+
+
+def test_loss_stable_for_huge_logits():
+  logits = np.array([[1e4, -1e4, 0.0], [-1e4, -1e4, 1e4], [3.0, 1.0, 2.0]])
+  y = np.array([0, 1, 2])
+  expected = (0.0 + 2e4 + (np.log(np.exp(0) + np.exp(-2) + np.exp(-1)) + 1.0)) / 3
+  assert np.isclose(numpy_ref.softmax_cross_entropy(logits, y), expected, rtol=1e-12)
+  with jax.enable_x64(True):
+    got = ops.softmax_cross_entropy(jnp.asarray(logits), jnp.asarray(y))
+    assert np.isclose(float(got), expected, rtol=1e-12)
+    g = jax.grad(ops.softmax_cross_entropy)(jnp.asarray(logits), jnp.asarray(y))
+    assert np.all(np.isfinite(g))
+  got32 = ops.softmax_cross_entropy(jnp.asarray(logits, jnp.float32), jnp.asarray(y))
+  assert np.isfinite(float(got32)) and np.isclose(float(got32), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adam"])
+def test_optimizers_match_optax(name):
+  rng = np.random.default_rng()
+  params, x, y = random_problem(rng, (30, 16, 10), 8, np.float64)
+  init, update = numpy_ref.make_optimizer(name, 0.05, 0.9)
+  tx = train.make_optimizer(name, 0.05, 0.9)
+  with jax.enable_x64(True):
+    jparams = jax.tree.map(jnp.asarray, params)
+    state, jstate = init(params), tx.init(jparams)
+    for _ in range(5):
+      _, grads, _ = numpy_ref.loss_and_grads(params, x, y)
+      params, state = update(grads, state, params)
+      jparams, jstate, _ = train.train_step(jparams, jstate, (jnp.asarray(x), jnp.asarray(y)),
+                                            tx=tx)
+    for p, jp in zip(params, jparams):
+      for k in ("w", "b"):
+        assert rel_err(p[k], jp[k]) < 1e-10

@@ -1,0 +1,84 @@
+"""The functional training API: purity, jit, the compiled epoch, partial batches."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxshallow
+from jaxshallow import numpy_ref, train
+
+
+def synthetic(n, rng):
+  images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+  labels = rng.integers(0, 10, n).astype(np.uint8)
+  return images, labels
+
+
+def test_public_api_imports():
+  from jaxshallow import train_step  # noqa: F401  The import the README promises.
+  assert callable(jaxshallow.train_step) and callable(jaxshallow.init_mlp)
+
+
+def test_init_mlp_any_depth():
+  params = jaxshallow.init_mlp(jax.random.key(0), (784, 512, 256, 10))
+  assert [p["w"].shape for p in params] == [(784, 512), (512, 256), (256, 10)]
+  assert all(float(jnp.abs(p["b"]).max()) == 0 for p in params)
+  # He init: std sqrt(2 / fan_in).
+  assert abs(float(params[0]["w"].std()) / np.sqrt(2 / 784) - 1) < 0.02
+  logits = jaxshallow.apply_mlp(params, jnp.zeros((3, 28, 28)))
+  assert logits.shape == (3, 10)
+
+
+def test_train_step_is_pure_and_jits():
+  rng = np.random.default_rng(0)
+  images, labels = synthetic(32, rng)
+  tx = train.make_optimizer("sgd", 0.1)
+  params = jaxshallow.init_mlp(jax.random.key(1), (784, 64, 10))
+  batch = (train.to_float(images), jnp.asarray(labels))
+  step = jax.jit(train.train_step, static_argnames=("tx", "impl", "precision", "apply_fn"))
+  p1, _, m1 = step(params, tx.init(params), batch, tx=tx)
+  p2, _, m2 = train.train_step(params, tx.init(params), batch, tx=tx)
+  assert float(m1["loss"]) == float(m2["loss"])
+  np.testing.assert_allclose(p1[0]["w"], p2[0]["w"], rtol=1e-6, atol=1e-7)
+  assert not np.allclose(p1[0]["w"], params[0]["w"])  # The inputs are not mutated; params moved.
+
+
+def test_epoch_matches_numpy_and_drops_partial_batch():
+  rng = np.random.default_rng()
+  n, bs = 200, 64  # Three full batches; the last 8 examples are skipped.
+  images, labels = synthetic(n, rng)
+  tx = train.make_optimizer("sgd", 0.1)
+  params = jaxshallow.init_mlp(jax.random.key(2), (784, 32, 10))
+  np_params = numpy_ref.cast(params, np.float32)
+  order = train.epoch_order(0, 0, n)
+  jp, _, metrics = train.train_epoch(params, tx.init(params), jnp.asarray(images),
+                                     jnp.asarray(labels), jnp.asarray(order), tx=tx,
+                                     batch_size=bs)
+  init, update = numpy_ref.make_optimizer("sgd", np.float32(0.1))
+  npp, _, np_loss = numpy_ref.train_epoch(np_params, init(np_params), images, labels, order,
+                                          update=update, batch_size=bs)
+  assert abs(float(metrics["loss"]) / np_loss - 1) < 1e-5
+  for a, b in zip(jp, npp):
+    np.testing.assert_allclose(a["w"], b["w"], rtol=1e-4, atol=1e-6)
+  # Dropping the partial batch: the same epoch over only the first 192 indices is identical.
+  jp2, _, _ = train.train_epoch(jaxshallow.init_mlp(jax.random.key(2), (784, 32, 10)),
+                                tx.init(params), jnp.asarray(images), jnp.asarray(labels),
+                                jnp.asarray(order[:192]), tx=tx, batch_size=bs)
+  np.testing.assert_array_equal(jp[0]["w"], jp2[0]["w"])
+
+
+def test_epoch_order_reproducible():
+  a, b = train.epoch_order(3, 1, 100), train.epoch_order(3, 1, 100)
+  np.testing.assert_array_equal(a, b)
+  assert sorted(a.tolist()) == list(range(100))
+  assert not np.array_equal(a, train.epoch_order(3, 2, 100))
+
+
+def test_evaluate_matches_numpy():
+  rng = np.random.default_rng()
+  images, labels = synthetic(500, rng)
+  params = jaxshallow.init_mlp(jax.random.key(3), (784, 32, 10))
+  got = train.evaluate(params, jnp.asarray(images), jnp.asarray(labels), batch_size=128)
+  ref = numpy_ref.evaluate(numpy_ref.cast(params, np.float64), images, labels, np.float64)
+  assert abs(got["loss"] / ref["loss"] - 1) < 1e-5
+  assert abs(got["accuracy"] - ref["accuracy"]) <= 1 / 500
