@@ -8,7 +8,7 @@ The functional API::
 from jaxshallow.data import DataError, load as load_dataset
 from jaxshallow.mlp import apply_mlp, init_mlp
 from jaxshallow.ops import IMPLS, PRECISIONS, Ops, get_ops
-from jaxshallow.train import (accuracy, epoch_order, evaluate, loss_fn, make_optimizer,
+from jaxshallow.train import (epoch_order, evaluate, loss_fn, make_optimizer,
                               train_epoch, train_step)
 
 __version__ = "0.1.0"

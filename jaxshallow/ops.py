@@ -24,7 +24,8 @@ PRECISIONS = ("float32", "tf32", "bfloat16")
 
 class Ops(NamedTuple):
   dense: Callable  # (x, w, b | None, *, relu: bool) -> x @ w + b, then ReLU if asked
-  softmax_cross_entropy: Callable  # (logits, int labels) -> mean loss over the batch
+  # (logits, int labels) -> (mean loss over the batch, number of correct argmax predictions)
+  softmax_cross_entropy: Callable
 
 
 def matmul(a, b, precision: str = "float32"):
@@ -45,10 +46,11 @@ def dense(x, w, b=None, *, relu: bool = False, precision: str = "float32"):
 
 
 def softmax_cross_entropy(logits, labels):
-  """Mean of ``logsumexp(z) - z[label]``; max-shifted, so finite for logits of any size."""
+  """Mean of ``logsumexp(z) - z[label]`` (max-shifted, so finite for logits of any size) and the
+  number of rows whose argmax is the label."""
   logz = jax.nn.logsumexp(logits, axis=-1)
   picked = jnp.take_along_axis(logits, labels[:, None].astype(jnp.int32), axis=-1)[:, 0]
-  return jnp.mean(logz - picked)
+  return jnp.mean(logz - picked), jnp.sum(jnp.argmax(logits, axis=-1) == labels)
 
 
 def get_ops(impl: str = "xla", precision: str = "float32") -> Ops:

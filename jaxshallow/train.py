@@ -42,12 +42,8 @@ def to_float(images):
 
 
 def loss_fn(params, images, labels, *, ops, apply_fn=mlp.apply_mlp):
-  logits = apply_fn(params, images, ops)
-  return ops.softmax_cross_entropy(logits, labels), logits
-
-
-def accuracy(logits, labels):
-  return jnp.mean(jnp.argmax(logits, axis=-1) == labels)
+  """Mean loss, with the number of correct predictions as the auxiliary output."""
+  return ops.softmax_cross_entropy(apply_fn(params, images, ops), labels)
 
 
 def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: str = "float32",
@@ -59,10 +55,10 @@ def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: st
   images, labels = batch
   ops = ops_lib.get_ops(impl, precision)
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-  (loss, logits), grads = grad_fn(params, images, labels, ops=ops, apply_fn=apply_fn)
+  (loss, correct), grads = grad_fn(params, images, labels, ops=ops, apply_fn=apply_fn)
   updates, opt_state = tx.update(grads, opt_state, params)
   params = optax.apply_updates(params, updates)
-  return params, opt_state, {"loss": loss, "accuracy": accuracy(logits, labels)}
+  return params, opt_state, {"loss": loss, "accuracy": correct / labels.shape[0]}
 
 
 @functools.partial(
@@ -94,8 +90,8 @@ def eval_batch(params, images, labels, *, impl: str = "xla", precision: str = "f
                apply_fn=mlp.apply_mlp):
   """Summed loss and number of correct predictions on one batch of uint8 images."""
   ops = ops_lib.get_ops(impl, precision)
-  loss, logits = loss_fn(params, to_float(images), labels, ops=ops, apply_fn=apply_fn)
-  return loss * labels.shape[0], jnp.sum(jnp.argmax(logits, axis=-1) == labels)
+  loss, correct = loss_fn(params, to_float(images), labels, ops=ops, apply_fn=apply_fn)
+  return loss * labels.shape[0], correct
 
 
 def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",

@@ -23,7 +23,7 @@ def random_problem(rng, sizes, batch, dtype):
 
 
 def jax_loss(params, x, y):
-  return ops.softmax_cross_entropy(mlp.apply_mlp(params, x), y)
+  return ops.softmax_cross_entropy(mlp.apply_mlp(params, x), y)[0]
 
 
 SHAPES = [((784, 256, 10), 64), ((784, 512, 256, 10), 37), ((33, 7, 5), 1), ((20, 10), 9)]
@@ -61,11 +61,11 @@ def test_loss_stable_for_huge_logits():
   expected = (0.0 + 2e4 + (np.log(np.exp(0) + np.exp(-2) + np.exp(-1)) + 1.0)) / 3
   assert np.isclose(numpy_ref.softmax_cross_entropy(logits, y), expected, rtol=1e-12)
   with jax.enable_x64(True):
-    got = ops.softmax_cross_entropy(jnp.asarray(logits), jnp.asarray(y))
-    assert np.isclose(float(got), expected, rtol=1e-12)
-    g = jax.grad(ops.softmax_cross_entropy)(jnp.asarray(logits), jnp.asarray(y))
+    got, correct = ops.softmax_cross_entropy(jnp.asarray(logits), jnp.asarray(y))
+    assert np.isclose(float(got), expected, rtol=1e-12) and int(correct) == 1  # Only row 0 is right.
+    g = jax.grad(lambda z: ops.softmax_cross_entropy(z, jnp.asarray(y))[0])(jnp.asarray(logits))
     assert np.all(np.isfinite(g))
-  got32 = ops.softmax_cross_entropy(jnp.asarray(logits, jnp.float32), jnp.asarray(y))
+  got32, _ = ops.softmax_cross_entropy(jnp.asarray(logits, jnp.float32), jnp.asarray(y))
   assert np.isfinite(float(got32)) and np.isclose(float(got32), expected, rtol=1e-6)
 
 

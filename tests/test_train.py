@@ -82,3 +82,23 @@ def test_evaluate_matches_numpy():
   ref = numpy_ref.evaluate(numpy_ref.cast(params, np.float64), images, labels, np.float64)
   assert abs(got["loss"] / ref["loss"] - 1) < 1e-5
   assert abs(got["accuracy"] - ref["accuracy"]) <= 1 / 500
+
+
+def test_pallas_epoch_matches_xla():
+  """The whole training epoch through the Pallas kernels (interpreted here) against XLA."""
+  rng = np.random.default_rng()
+  images, labels = synthetic(300, rng)
+  tx = train.make_optimizer("sgd", 0.1)
+  order = jnp.asarray(train.epoch_order(1, 0, 300))
+  results = {}
+  for impl in ("xla", "pallas"):
+    params = jaxshallow.init_mlp(jax.random.key(4), (784, 48, 10))
+    results[impl] = train.train_epoch(params, tx.init(params), jnp.asarray(images),
+                                      jnp.asarray(labels), order, tx=tx, batch_size=37,
+                                      impl=impl)
+  (px, _, mx), (pp, _, mp) = results["xla"], results["pallas"]
+  assert abs(float(mp["loss"]) / float(mx["loss"]) - 1) < 1e-5
+  assert float(mp["accuracy"]) == float(mx["accuracy"])
+  for a, b in zip(px, pp):
+    np.testing.assert_allclose(a["w"], b["w"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(a["b"], b["b"], rtol=1e-4, atol=1e-6)

@@ -1,0 +1,41 @@
+"""Helpers shared by the kernels: precision-aware dot, compiler params, block overrides, and
+the choice between compiled and interpreted kernels."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental.pallas import triton as plgpu
+
+_PRECISION = {"float32": lax.Precision.HIGHEST, "tf32": lax.Precision.DEFAULT}
+
+
+def dot(a, b, precision: str, trans_a: bool = False, trans_b: bool = False):
+  """A tile product accumulated in float32: IEEE float32, TF32 or bfloat16 operands."""
+  if precision == "bfloat16":
+    return plgpu.dot(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), trans_a, trans_b)
+  return plgpu.dot(a, b, trans_a, trans_b, precision=_PRECISION[precision])
+
+
+def compiler_params(num_warps: int, num_stages: int):
+  return plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
+
+
+def blocks(defaults: dict, overrides) -> dict:
+  """``defaults`` updated by ``overrides``, a hashable tuple of (name, value) pairs or None."""
+  return {**defaults, **dict(overrides or ())}
+
+
+@functools.cache
+def interpret_default() -> bool:
+  """Compile for real on a GPU; elsewhere interpret the kernels, saying so once."""
+  if jax.default_backend() == "gpu":
+    return False
+  logging.getLogger("jaxshallow").warning(
+      "no GPU: Pallas kernels run in interpret mode (same kernel code, executed by XLA on %s)",
+      jax.default_backend())
+  return True

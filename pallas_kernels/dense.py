@@ -1,0 +1,182 @@
+"""Fused dense layer: ``y = act(x @ w + b)`` with ``act`` ReLU or identity.
+
+Forward: one kernel. Each program owns a (block_m, block_n) tile of ``y``, loops over K in steps
+of ``block_k``, then adds the bias and applies ReLU in registers before the single store.
+
+Backward (``g = dy * [y > 0]``, the ReLU mask applied inside each kernel, never as its own pass):
+  dx = g @ w^T            one kernel, tiles of dx, loop over N
+  dw = x^T @ g, db = sum_rows(g)
+                          one kernel, tiles of dw, loop over M; db comes from the same g tiles
+
+Edges: every load and store is masked, so any M, K, N works with any power-of-two block sizes
+(Triton needs powers of two, and at least 16 for the operands of a dot).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from jaxshallow.ops import dense as dense_reference  # noqa: F401  The plain-jnp twin.
+from pallas_kernels import common
+
+DEFAULT_BLOCKS = dict(block_m=64, block_n=64, block_k=32)
+
+
+def _load_tile(ref, r0, c0, br, bc):
+  """Load ``ref[r0:r0+br, c0:c0+bc]``, zeros outside the array."""
+  rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
+  mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
+  return plgpu.load(ref.at[pl.ds(r0, br), pl.ds(c0, bc)], mask=mask, other=0.0)
+
+
+def _store_tile(ref, r0, c0, value):
+  br, bc = value.shape
+  rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
+  mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
+  plgpu.store(ref.at[pl.ds(r0, br), pl.ds(c0, bc)], value.astype(ref.dtype), mask=mask)
+
+
+def _relu_grad(dy_ref, y_ref, r0, c0, br, bc):
+  """The tile of ``dy * [y > 0]`` (just ``dy`` when there is no ReLU)."""
+  dy = _load_tile(dy_ref, r0, c0, br, bc)
+  if y_ref is None:
+    return dy
+  return jnp.where(_load_tile(y_ref, r0, c0, br, bc) > 0, dy, 0.0)
+
+
+# Kernels -------------------------------------------------------------------------------------
+
+def dense_fwd_kernel(x_ref, w_ref, *rest, relu, has_bias, block_m, block_n, block_k, precision):
+  b_ref, y_ref = (rest if has_bias else (None, *rest))
+  m0, n0 = pl.program_id(0) * block_m, pl.program_id(1) * block_n
+
+  def body(k, acc):
+    x = _load_tile(x_ref, m0, k * block_k, block_m, block_k)
+    w = _load_tile(w_ref, k * block_k, n0, block_k, block_n)
+    return acc + common.dot(x, w, precision)
+
+  acc = lax.fori_loop(0, pl.cdiv(x_ref.shape[1], block_k), body,
+                      jnp.zeros((block_m, block_n), jnp.float32))
+  if has_bias:
+    cols = n0 + jnp.arange(block_n)
+    acc += plgpu.load(b_ref.at[pl.ds(n0, block_n)], mask=cols < b_ref.shape[0], other=0.0)[None]
+  if relu:
+    acc = jnp.maximum(acc, 0.0)
+  _store_tile(y_ref, m0, n0, acc)
+
+
+def dense_dx_kernel(dy_ref, *rest, relu, block_m, block_n, block_k, precision):
+  y_ref, w_ref, dx_ref = (rest if relu else (None, *rest))
+  m0, k0 = pl.program_id(0) * block_m, pl.program_id(1) * block_k
+
+  def body(n, acc):
+    g = _relu_grad(dy_ref, y_ref, m0, n * block_n, block_m, block_n)
+    w = _load_tile(w_ref, k0, n * block_n, block_k, block_n)
+    return acc + common.dot(g, w, precision, trans_b=True)
+
+  acc = lax.fori_loop(0, pl.cdiv(dy_ref.shape[1], block_n), body,
+                      jnp.zeros((block_m, block_k), jnp.float32))
+  _store_tile(dx_ref, m0, k0, acc)
+
+
+def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, block_k, precision):
+  y_ref, *outs = (rest if relu else (None, *rest))
+  dw_ref, db_ref = (outs if has_bias else (outs[0], None))
+  k0, n0 = pl.program_id(0) * block_k, pl.program_id(1) * block_n
+
+  def body(m, carry):
+    acc, db = carry
+    x = _load_tile(x_ref, m * block_m, k0, block_m, block_k)
+    g = _relu_grad(dy_ref, y_ref, m * block_m, n0, block_m, block_n)
+    return acc + common.dot(x, g, precision, trans_a=True), db + jnp.sum(g, axis=0)
+
+  acc, db = lax.fori_loop(0, pl.cdiv(x_ref.shape[0], block_m), body,
+                          (jnp.zeros((block_k, block_n), jnp.float32),
+                           jnp.zeros((block_n,), jnp.float32)))
+  _store_tile(dw_ref, k0, n0, acc)
+  if has_bias:
+    @pl.when(pl.program_id(0) == 0)  # Every row of programs sums the same g; one stores it.
+    def _():
+      cols = n0 + jnp.arange(block_n)
+      plgpu.store(db_ref.at[pl.ds(n0, block_n)], db.astype(db_ref.dtype),
+                  mask=cols < db_ref.shape[0])
+
+
+# pallas_call wrappers --------------------------------------------------------------------------
+
+def dense_fwd(x, w, b=None, *, relu=False, precision="float32", block_m=64, block_n=64,
+              block_k=32, num_warps=4, num_stages=2, interpret=False):
+  (m, k), n = x.shape, w.shape[1]
+  kernel = functools.partial(dense_fwd_kernel, relu=relu, has_bias=b is not None,
+                             block_m=block_m, block_n=block_n, block_k=block_k,
+                             precision=precision)
+  args = (x, w) if b is None else (x, w, b)
+  return pl.pallas_call(
+      kernel, out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+      grid=(pl.cdiv(m, block_m), pl.cdiv(n, block_n)),
+      compiler_params=common.compiler_params(num_warps, num_stages),
+      interpret=interpret, name="dense_fwd")(*args)
+
+
+def dense_dx(dy, y, w, *, relu=False, precision="float32", block_m=64, block_n=64, block_k=32,
+             num_warps=4, num_stages=2, interpret=False):
+  m, (k, n) = dy.shape[0], w.shape
+  kernel = functools.partial(dense_dx_kernel, relu=relu, block_m=block_m, block_n=block_n,
+                             block_k=block_k, precision=precision)
+  args = (dy, y, w) if relu else (dy, w)
+  return pl.pallas_call(
+      kernel, out_shape=jax.ShapeDtypeStruct((m, k), dy.dtype),
+      grid=(pl.cdiv(m, block_m), pl.cdiv(k, block_k)),
+      compiler_params=common.compiler_params(num_warps, num_stages),
+      interpret=interpret, name="dense_dx")(*args)
+
+
+def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", block_m=64,
+             block_n=64, block_k=32, num_warps=4, num_stages=2, interpret=False):
+  k, n = x.shape[1], dy.shape[1]
+  kernel = functools.partial(dense_dw_kernel, relu=relu, has_bias=has_bias, block_m=block_m,
+                             block_n=block_n, block_k=block_k, precision=precision)
+  out_shape = [jax.ShapeDtypeStruct((k, n), x.dtype)]
+  if has_bias:
+    out_shape.append(jax.ShapeDtypeStruct((n,), x.dtype))
+  args = (x, dy, y) if relu else (x, dy)
+  outs = pl.pallas_call(
+      kernel, out_shape=out_shape, grid=(pl.cdiv(k, block_k), pl.cdiv(n, block_n)),
+      compiler_params=common.compiler_params(num_warps, num_stages),
+      interpret=interpret, name="dense_dw")(*args)
+  return (outs[0], outs[1]) if has_bias else (outs[0], None)
+
+
+# The differentiable op -------------------------------------------------------------------------
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6))
+def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=False):
+  """``act(x @ w + b)`` through Pallas kernels, forward and backward. ``b`` may be None.
+
+  ``blocks`` is a hashable tuple of (name, value) pairs overriding ``DEFAULT_BLOCKS``.
+  """
+  return dense_fwd(x, w, b, relu=relu, precision=precision, interpret=interpret,
+                   **common.blocks(DEFAULT_BLOCKS, blocks))
+
+
+def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret):
+  y = dense(x, w, b, relu, precision, blocks, interpret)
+  return y, (x, w, b, y if relu else None)  # b rides along only to say whether it exists.
+
+
+def _dense_vjp_bwd(relu, precision, blocks, interpret, res, dy):
+  x, w, b, y = res
+  kw = dict(relu=relu, precision=precision, interpret=interpret,
+            **common.blocks(DEFAULT_BLOCKS, blocks))
+  dx = dense_dx(dy, y, w, **kw)
+  dw, db = dense_dw(x, dy, y, has_bias=b is not None, **kw)
+  return dx, dw, db
+
+
+dense.defvjp(_dense_vjp_fwd, _dense_vjp_bwd)

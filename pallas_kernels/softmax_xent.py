@@ -1,0 +1,112 @@
+"""Softmax cross-entropy: mean over the batch of ``logsumexp(z) - z[label]``.
+
+Forward: one kernel; each program takes ``block_m`` whole rows (the class dimension padded to a
+power of two and masked with -inf), and writes per row the loss, the log-sum-exp (kept for the
+backward) and whether the prediction (first argmax, as ``jnp.argmax``) is right, so accuracy needs
+no second pass over the logits. Max-shifted, so finite for logits of any size.
+
+Backward: one kernel writes ``dz = (softmax(z) - onehot(label)) * g / B`` directly from the
+saved log-sum-exp.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from jaxshallow.ops import softmax_cross_entropy as softmax_cross_entropy_reference  # noqa: F401
+from pallas_kernels import common
+
+DEFAULT_BLOCKS = dict(block_m=64)
+
+
+def _load_rows(z_ref, labels_ref, m0, block_m):
+  """Logits rows ``m0:m0+block_m`` (padded columns -inf, padded rows 0), labels, and masks."""
+  m, c = z_ref.shape
+  rows, cols = m0 + jnp.arange(block_m), jnp.arange(pl.next_power_of_2(c))
+  row_ok = rows < m
+  z = plgpu.load(z_ref.at[pl.ds(m0, block_m), pl.ds(0, cols.shape[0])],
+                 mask=row_ok[:, None] & (cols[None, :] < c), other=0.0).astype(jnp.float32)
+  z = jnp.where(cols[None, :] < c, z, -jnp.inf)
+  labels = plgpu.load(labels_ref.at[pl.ds(m0, block_m)], mask=row_ok, other=0)
+  return z, labels, rows, cols, row_ok
+
+
+def xent_fwd_kernel(z_ref, labels_ref, loss_ref, lse_ref, correct_ref, *, block_m):
+  m0 = pl.program_id(0) * block_m
+  z, labels, rows, cols, row_ok = _load_rows(z_ref, labels_ref, m0, block_m)
+  zmax = jnp.max(z, axis=1)
+  lse = zmax + jnp.log(jnp.sum(jnp.exp(z - zmax[:, None]), axis=1))
+  is_label = cols[None, :] == labels[:, None]
+  picked = jnp.sum(jnp.where(is_label, z, 0.0), axis=1)
+  first_max = jnp.min(jnp.where(z == zmax[:, None], cols[None, :], cols.shape[0]), axis=1)
+  plgpu.store(loss_ref.at[pl.ds(m0, block_m)], lse - picked, mask=row_ok)
+  plgpu.store(lse_ref.at[pl.ds(m0, block_m)], lse, mask=row_ok)
+  plgpu.store(correct_ref.at[pl.ds(m0, block_m)], (first_max == labels).astype(jnp.int32),
+              mask=row_ok)
+
+
+def xent_bwd_kernel(z_ref, labels_ref, lse_ref, scale_ref, dz_ref, *, block_m):
+  m0 = pl.program_id(0) * block_m
+  z, labels, rows, cols, row_ok = _load_rows(z_ref, labels_ref, m0, block_m)
+  lse = plgpu.load(lse_ref.at[pl.ds(m0, block_m)], mask=row_ok, other=0.0)
+  p = jnp.exp(z - lse[:, None])
+  dz = (p - jnp.where(cols[None, :] == labels[:, None], 1.0, 0.0)) * scale_ref[...]
+  mask = row_ok[:, None] & (cols[None, :] < z_ref.shape[1])
+  plgpu.store(dz_ref.at[pl.ds(m0, block_m), pl.ds(0, cols.shape[0])], dz.astype(dz_ref.dtype),
+              mask=mask)
+
+
+# pallas_call wrappers --------------------------------------------------------------------------
+
+def xent_fwd(logits, labels, *, block_m=64, num_warps=4, interpret=False):
+  """Per-row loss, log-sum-exp and correctness (int32 0/1)."""
+  m = logits.shape[0]
+  return pl.pallas_call(
+      functools.partial(xent_fwd_kernel, block_m=block_m),
+      out_shape=[jax.ShapeDtypeStruct((m,), jnp.float32), jax.ShapeDtypeStruct((m,), jnp.float32),
+                 jax.ShapeDtypeStruct((m,), jnp.int32)],
+      grid=(pl.cdiv(m, block_m),), compiler_params=common.compiler_params(num_warps, 1),
+      interpret=interpret, name="xent_fwd")(logits, labels)
+
+
+def xent_bwd(logits, labels, lse, scale, *, block_m=64, num_warps=4, interpret=False):
+  m = logits.shape[0]
+  return pl.pallas_call(
+      functools.partial(xent_bwd_kernel, block_m=block_m),
+      out_shape=jax.ShapeDtypeStruct(logits.shape, logits.dtype),
+      grid=(pl.cdiv(m, block_m),), compiler_params=common.compiler_params(num_warps, 1),
+      interpret=interpret, name="xent_bwd")(logits, labels, lse, scale)
+
+
+# The differentiable op -------------------------------------------------------------------------
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def softmax_cross_entropy(logits, labels, blocks=None, interpret=False):
+  """``(mean loss, number of correct predictions)`` for integer ``labels`` in [0, C)."""
+  loss, _, correct = xent_fwd(logits, labels.astype(jnp.int32), interpret=interpret,
+                              **common.blocks(DEFAULT_BLOCKS, blocks))
+  return jnp.mean(loss), jnp.sum(correct)
+
+
+def _xent_vjp_fwd(logits, labels, blocks, interpret):
+  labels = labels.astype(jnp.int32)
+  loss, lse, correct = xent_fwd(logits, labels, interpret=interpret,
+                                **common.blocks(DEFAULT_BLOCKS, blocks))
+  return (jnp.mean(loss), jnp.sum(correct)), (logits, labels, lse)
+
+
+def _xent_vjp_bwd(blocks, interpret, res, cotangents):
+  logits, labels, lse = res
+  g_loss, _ = cotangents  # The count of correct predictions has no gradient.
+  scale = (g_loss / logits.shape[0]).astype(jnp.float32)
+  dz = xent_bwd(logits, labels, lse, scale, interpret=interpret,
+                **common.blocks(DEFAULT_BLOCKS, blocks))
+  return dz, None
+
+
+softmax_cross_entropy.defvjp(_xent_vjp_fwd, _xent_vjp_bwd)
