@@ -104,91 +104,127 @@ def device_info(impl: str) -> dict:
   return info
 
 
-def run(cfg: Config, log: Callable[[str], None] = print) -> dict:
-  """Train ``cfg`` end to end; returns the result dict that ``--out`` writes."""
+def resolve(cfg: Config) -> Config:
+  """Validate ``cfg`` and fill in model defaults."""
   validate(cfg)
   if cfg.lr is None:
     cfg = dataclasses.replace(cfg, lr=DEFAULT_LR[cfg.model])
+  return cfg
+
+
+def run(cfg: Config, log: Callable[[str], None] = print) -> dict:
+  """Train ``cfg`` end to end; returns the result dict that ``--out`` writes."""
+  cfg = resolve(cfg)
   ds = load_data(cfg)
-  sizes = (int(np.prod(ds.train_images.shape[1:])), *cfg.hidden, 10)
-  fit = _fit_numpy if cfg.impl == "numpy" else _fit_jax
+  trainer = make_trainer(cfg, ds)
   result = {**dataclasses.asdict(cfg), "hidden": list(cfg.hidden), **device_info(cfg.impl),
             "n_train": len(ds.train_labels), "n_test": len(ds.test_labels),
-            "steps_per_epoch": len(ds.train_labels) // cfg.batch_size}
-  result.update(fit(cfg, ds, sizes, log))
-  result["train_time_s"] = float(sum(result["epoch_time_s"]))
+            "steps_per_epoch": len(ds.train_labels) // cfg.batch_size,
+            "compile_time_s": trainer.compile(), "epoch_time_s": [], "epoch_loss": []}
+  for e in range(cfg.epochs):
+    t0 = time.perf_counter()
+    loss = trainer.run_epoch(e)  # Returns once the epoch's results are on the host.
+    result["epoch_time_s"].append(time.perf_counter() - t0)
+    result["epoch_loss"].append(loss)
+    log(f"epoch {e + 1:3d}/{cfg.epochs}  loss {loss:.5f}  time {result['epoch_time_s'][-1]:.3f}s")
+  t0 = time.perf_counter()
+  test = trainer.evaluate()
+  result.update(eval_time_s=time.perf_counter() - t0, test_loss=test["loss"],
+                test_accuracy=test["accuracy"],
+                train_time_s=float(sum(result["epoch_time_s"])))
   log(f"done: test accuracy {100 * result['test_accuracy']:.2f}%  test loss "
       f"{result['test_loss']:.4f}  train {result['train_time_s']:.3f}s  compile "
       f"{result['compile_time_s']:.2f}s  ({result['device']})")
   return result
 
 
-def _init_params(cfg: Config, sizes):
+def make_trainer(cfg: Config, ds: data_lib.Dataset):
+  """The trainer of ``cfg.impl``, holding the model state; ``cfg`` must be resolved."""
   import jax
   from jaxshallow import mlp
-  return mlp.init_mlp(jax.random.key(cfg.seed), sizes)
+  sizes = (int(np.prod(ds.train_images.shape[1:])), *cfg.hidden, 10)
+  params = mlp.init_mlp(jax.random.key(cfg.seed), sizes)  # The same start for every impl.
+  return (NumpyTrainer if cfg.impl == "numpy" else JaxTrainer)(cfg, ds, params)
 
 
-def _log_epoch(log, cfg, epoch, loss, seconds):
-  log(f"epoch {epoch + 1:3d}/{cfg.epochs}  loss {loss:.5f}  time {seconds:.3f}s")
+class JaxTrainer:
+  """xla and pallas: data resident on the device, one compiled ``lax.scan`` per epoch."""
 
+  def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
+    import jax
+    from jaxshallow import train
+    self.cfg, self.ds = cfg, ds
+    self.tx = train.make_optimizer(cfg.optimizer, cfg.lr, cfg.momentum)
+    self.params, self.opt_state = params, self.tx.init(params)
+    self.images, self.labels = jax.device_put(ds.train_images), jax.device_put(ds.train_labels)
+    self.orders = [jax.device_put(train.epoch_order(cfg.seed, e, len(ds.train_labels)))
+                   for e in range(cfg.epochs)]
+    self.static = dict(impl=cfg.impl, precision=cfg.precision)
+    self.epoch_fn = None
 
-def _fit_jax(cfg: Config, ds, sizes, log) -> dict:
-  import jax
-  from jaxshallow import train
-  tx = train.make_optimizer(cfg.optimizer, cfg.lr, cfg.momentum)
-  params = _init_params(cfg, sizes)
-  opt_state = tx.init(params)
-  images, labels = jax.device_put(ds.train_images), jax.device_put(ds.train_labels)
-  orders = [jax.device_put(train.epoch_order(cfg.seed, e, len(ds.train_labels)))
-            for e in range(cfg.epochs)]
-  static = dict(impl=cfg.impl, precision=cfg.precision)
-
-  t0 = time.perf_counter()
-  epoch_fn = train.train_epoch.lower(
-      params, opt_state, images, labels, orders[0], tx=tx, batch_size=cfg.batch_size,
-      unroll=cfg.unroll, **static).compile()
-  compile_time = time.perf_counter() - t0
-
-  epoch_times, epoch_losses = [], []
-  for e in range(cfg.epochs):
+  def compile(self) -> float:
+    """Compile the epoch ahead of time; returns the seconds it took."""
+    from jaxshallow import train
     t0 = time.perf_counter()
-    params, opt_state, metrics = epoch_fn(params, opt_state, images, labels, orders[e])
-    loss = float(jax.block_until_ready(metrics["loss"]))
-    epoch_times.append(time.perf_counter() - t0)
-    epoch_losses.append(loss)
-    _log_epoch(log, cfg, e, loss, epoch_times[-1])
+    self.epoch_fn = train.train_epoch.lower(
+        self.params, self.opt_state, self.images, self.labels, self.orders[0], tx=self.tx,
+        batch_size=self.cfg.batch_size, unroll=self.cfg.unroll, **self.static).compile()
+    return time.perf_counter() - t0
 
-  t0 = time.perf_counter()
-  test = train.evaluate(params, jax.device_put(ds.test_images), jax.device_put(ds.test_labels),
-                        **static)
-  eval_time = time.perf_counter() - t0
-  return {"compile_time_s": compile_time, "epoch_time_s": epoch_times,
-          "epoch_loss": epoch_losses, "eval_time_s": eval_time,
-          "test_loss": test["loss"], "test_accuracy": test["accuracy"]}
+  def run_epoch(self, e: int) -> float:
+    self.params, self.opt_state, metrics = self.epoch_fn(
+        self.params, self.opt_state, self.images, self.labels, self.orders[e])
+    return float(metrics["loss"])  # float() waits for the device.
+
+  def evaluate(self) -> dict:
+    import jax
+    from jaxshallow import train
+    return train.evaluate(self.params, jax.device_put(self.ds.test_images),
+                          jax.device_put(self.ds.test_labels), **self.static)
+
+  def get_params(self):
+    return [{k: np.asarray(v) for k, v in layer.items()} for layer in self.params]
+
+  def set_params(self, params):
+    """Replace the parameters (for lockstep comparisons; plain SGD keeps no state)."""
+    import jax
+    self.params = jax.device_put(params)
+    self.opt_state = self.tx.init(self.params)
 
 
-def _fit_numpy(cfg: Config, ds, sizes, log) -> dict:
-  from jaxshallow import numpy_ref, train
-  dtype = np.dtype(cfg.numpy_dtype).type
-  params = numpy_ref.cast(_init_params(cfg, sizes), dtype)
-  init, update = numpy_ref.make_optimizer(cfg.optimizer, dtype(cfg.lr), dtype(cfg.momentum))
-  opt_state = init(params)
-  epoch_times, epoch_losses = [], []
-  for e in range(cfg.epochs):
-    order = train.epoch_order(cfg.seed, e, len(ds.train_labels))
-    t0 = time.perf_counter()
-    params, opt_state, loss = numpy_ref.train_epoch(
-        params, opt_state, ds.train_images, ds.train_labels, order, update=update,
-        batch_size=cfg.batch_size, dtype=dtype)
-    epoch_times.append(time.perf_counter() - t0)
-    epoch_losses.append(loss)
-    _log_epoch(log, cfg, e, loss, epoch_times[-1])
-  t0 = time.perf_counter()
-  test = numpy_ref.evaluate(params, ds.test_images, ds.test_labels, dtype)
-  return {"compile_time_s": 0.0, "epoch_time_s": epoch_times, "epoch_loss": epoch_losses,
-          "eval_time_s": time.perf_counter() - t0,
-          "test_loss": test["loss"], "test_accuracy": test["accuracy"]}
+class NumpyTrainer:
+  """The NumPy CPU reference, in ``cfg.numpy_dtype``."""
+
+  def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
+    from jaxshallow import numpy_ref
+    self.cfg, self.ds = cfg, ds
+    self.dtype = np.dtype(cfg.numpy_dtype).type
+    self.init, self.update = numpy_ref.make_optimizer(cfg.optimizer, self.dtype(cfg.lr),
+                                                      self.dtype(cfg.momentum))
+    self.set_params(params)
+
+  def compile(self) -> float:
+    return 0.0  # Nothing to compile.
+
+  def run_epoch(self, e: int) -> float:
+    from jaxshallow import numpy_ref, train
+    order = train.epoch_order(self.cfg.seed, e, len(self.ds.train_labels))
+    self.params, self.opt_state, loss = numpy_ref.train_epoch(
+        self.params, self.opt_state, self.ds.train_images, self.ds.train_labels, order,
+        update=self.update, batch_size=self.cfg.batch_size, dtype=self.dtype)
+    return loss
+
+  def evaluate(self) -> dict:
+    from jaxshallow import numpy_ref
+    return numpy_ref.evaluate(self.params, self.ds.test_images, self.ds.test_labels, self.dtype)
+
+  def get_params(self):
+    return self.params
+
+  def set_params(self, params):
+    from jaxshallow import numpy_ref
+    self.params = numpy_ref.cast(params, self.dtype)
+    self.opt_state = self.init(self.params)
 
 
 def write_json(result: dict, path: os.PathLike) -> None:

@@ -14,10 +14,10 @@ REQUIRED = ["impl", "model", "dataset", "epochs", "batch_size", "lr", "seed", "d
             "test_loss", "test_accuracy"]
 
 
-def run_cli(*args, env=None):
+def run_cli(*args, env=None, script="experiments.mnist"):
   env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
-  return subprocess.run([sys.executable, "-m", "experiments.mnist", *args], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=300)
+  return subprocess.run([sys.executable, "-m", script, *args], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.parametrize("impl", ["xla", "numpy"])
@@ -64,3 +64,22 @@ def test_missing_data_without_network(tmp_path):
   assert p.returncode != 0 and "Traceback" not in p.stderr
   lines = [l for l in p.stderr.splitlines() if l.strip()]
   assert len(lines) == 1 and "not found" in lines[0] and "--data_dir" in lines[0], p.stderr
+
+
+def test_pallas_cli_runs_interpreted(real_data_dir, tmp_path):
+  out = tmp_path / "p.json"
+  p = run_cli("--impl=pallas", "--epochs=1", "--train_limit=640", "--test_limit=200",
+              f"--out={out}")
+  assert p.returncode == 0, p.stderr
+  assert "interpret mode" in p.stderr  # The one-line notice that no GPU was found.
+  assert json.loads(out.read_text())["impl"] == "pallas"
+
+
+def test_parity_lockstep_xla_pallas(real_data_dir, tmp_path):
+  out = tmp_path / "parity.json"
+  p = run_cli("--impls=xla,pallas", "--epochs=2", "--train_limit=1280", "--hidden=64",
+              f"--out={out}", script="experiments.parity")
+  assert p.returncode == 0, p.stdout + p.stderr
+  r = json.loads(out.read_text())
+  assert len(r["epochs"]) == 2 and r["worst_lockstep_rel"] < 1e-3
+  assert all(e["lockstep"] > 0 for e in r["epochs"])

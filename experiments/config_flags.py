@@ -1,0 +1,43 @@
+"""The absl flags that describe one training configuration, shared by the experiment scripts."""
+
+import dataclasses
+
+from absl import flags
+
+from jaxshallow import data, runner
+
+_IMPL = flags.DEFINE_string("impl", "xla", "xla | pallas | numpy")
+_MODEL = flags.DEFINE_string("model", "mlp", "mlp")
+_DATASET = flags.DEFINE_string("dataset", "mnist", "mnist | fashion")
+_EPOCHS = flags.DEFINE_integer("epochs", 10, "Passes over the training set.")
+_BATCH = flags.DEFINE_integer("batch_size", 64, "Examples per step.")
+_LR = flags.DEFINE_float("lr", None, "Learning rate; default: the model's (0.5 for mlp).")
+_OPTIMIZER = flags.DEFINE_string("optimizer", "sgd", "sgd | momentum | adam")
+_MOMENTUM = flags.DEFINE_float("momentum", 0.9, "Momentum, for --optimizer=momentum.")
+_HIDDEN = flags.DEFINE_string("hidden", "256", "Hidden widths, comma separated: 512,256 is two.")
+_SEED = flags.DEFINE_integer("seed", 0, "Seeds the initial weights and the batch order.")
+_PRECISION = flags.DEFINE_string("precision", "float32", "float32 | tf32 | bfloat16 (xla, pallas).")
+_NUMPY_DTYPE = flags.DEFINE_string("numpy_dtype", "float32", "float32 | float64 (numpy impl).")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, f"Folder with the data; else ${data.ENV_VAR}, "
+                                "then the user cache, then a download.")
+_TRAIN_LIMIT = flags.DEFINE_integer("train_limit", None, "Use only the first N training images.")
+_TEST_LIMIT = flags.DEFINE_integer("test_limit", None, "Use only the first N test images.")
+_UNROLL = flags.DEFINE_integer("unroll", 1, "Steps unrolled per iteration of the epoch loop.")
+
+
+def parse_widths(text: str) -> tuple[int, ...]:
+  try:
+    return tuple(int(w) for w in text.split(",") if w.strip())
+  except ValueError:
+    raise runner.ConfigError(f"hidden must be comma-separated integers, got {text!r}") from None
+
+
+def config_from_flags(**overrides) -> runner.Config:
+  """The Config the flags describe, validated; ``overrides`` replace single fields."""
+  cfg = runner.Config(
+      impl=_IMPL.value, model=_MODEL.value, dataset=_DATASET.value, epochs=_EPOCHS.value,
+      batch_size=_BATCH.value, lr=_LR.value, optimizer=_OPTIMIZER.value,
+      momentum=_MOMENTUM.value, hidden=parse_widths(_HIDDEN.value), seed=_SEED.value,
+      precision=_PRECISION.value, numpy_dtype=_NUMPY_DTYPE.value, data_dir=_DATA_DIR.value,
+      train_limit=_TRAIN_LIMIT.value, test_limit=_TEST_LIMIT.value, unroll=_UNROLL.value)
+  return runner.resolve(dataclasses.replace(cfg, **overrides))

@@ -1,0 +1,70 @@
+"""Do two implementations train the same network? Per-epoch losses, free-running and in lockstep.
+
+  python -m experiments.parity --impls=xla,pallas
+
+Free-running: each impl trains on its own from the same initial weights and batch order. Rounding
+differences (summation order) grow through training, the more so at a high learning rate, so
+free-running losses drift apart even between two runs of one XLA program on different devices.
+Lockstep: at the start of every epoch both impls are given the reference impl's parameters, so
+each epoch's loss difference measures that epoch's arithmetic alone.
+"""
+
+import sys
+
+from absl import app, flags, logging
+
+from experiments import config_flags
+from jaxshallow import data, runner
+
+_IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Reference impl, then the one to check.")
+_TOL = flags.DEFINE_float("tolerance", 1e-3, "Allowed relative difference of lockstep losses.")
+_OUT = flags.DEFINE_string("out", None, "Write the comparison as JSON to this file.")
+
+
+def compare(cfg_ref: runner.Config, cfg_new: runner.Config, log=print) -> dict:
+  if cfg_ref.optimizer != "sgd":
+    raise runner.ConfigError("lockstep parity needs --optimizer=sgd (it carries no state)")
+  ds = runner.load_data(cfg_ref)
+  ref, new, lock = (runner.make_trainer(c, ds) for c in (cfg_ref, cfg_new, cfg_new))
+  for t in (ref, new, lock):
+    t.compile()
+  rows = []
+  log(f"{'epoch':>5} {cfg_ref.impl:>10} {cfg_new.impl:>10} {'free rel':>9} "
+      f"{'lockstep':>10} {'lock rel':>9}")
+  for e in range(cfg_ref.epochs):
+    lock.set_params(ref.get_params())
+    loss_ref, loss_new, loss_lock = ref.run_epoch(e), new.run_epoch(e), lock.run_epoch(e)
+    rows.append(dict(epoch=e + 1, ref=loss_ref, free=loss_new, lockstep=loss_lock,
+                     free_rel=abs(loss_new / loss_ref - 1), lock_rel=abs(loss_lock / loss_ref - 1)))
+    r = rows[-1]
+    log(f"{e + 1:5d} {loss_ref:10.6f} {loss_new:10.6f} {r['free_rel']:9.1e} {loss_lock:10.6f} "
+        f"{r['lock_rel']:9.1e}")
+  acc_ref, acc_new = ref.evaluate()["accuracy"], new.evaluate()["accuracy"]
+  worst = max(r["lock_rel"] for r in rows)
+  log(f"test accuracy {cfg_ref.impl} {100 * acc_ref:.2f}%, {cfg_new.impl} {100 * acc_new:.2f}% "
+      f"(free-running); worst lockstep epoch-loss difference {worst:.1e}")
+  return {"ref": cfg_ref.impl, "new": cfg_new.impl, "epochs": rows,
+          "test_accuracy": {cfg_ref.impl: acc_ref, cfg_new.impl: acc_new},
+          "worst_lockstep_rel": worst, **runner.device_info(cfg_new.impl)}
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  try:
+    if len(_IMPLS.value) != 2:
+      raise runner.ConfigError(f"--impls takes two impls, got {','.join(_IMPLS.value)}")
+    cfgs = [config_flags.config_from_flags(impl=i) for i in _IMPLS.value]
+    if _OUT.value:
+      runner.check_writable(_OUT.value)
+    result = compare(*cfgs)
+  except (runner.ConfigError, data.DataError) as e:
+    sys.exit(f"error: {e}")
+  result["tolerance"] = _TOL.value
+  if _OUT.value:
+    runner.write_json(result, _OUT.value)
+  sys.exit(0 if result["worst_lockstep_rel"] <= _TOL.value else 1)
+
+
+if __name__ == "__main__":
+  app.run(main)
