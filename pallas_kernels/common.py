@@ -21,6 +21,11 @@ def dot(a, b, precision: str, trans_a: bool = False, trans_b: bool = False):
   return plgpu.dot(a, b, trans_a, trans_b, precision=_PRECISION[precision])
 
 
+def acc_dtype(dtype):
+  """Accumulate in float32, or float64 for float64 inputs (interpret-mode verification)."""
+  return jnp.promote_types(dtype, jnp.float32)
+
+
 def compiler_params(num_warps: int, num_stages: int):
   return plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
 

@@ -62,7 +62,7 @@ def dense_fwd_kernel(x_ref, w_ref, *rest, relu, has_bias, block_m, block_n, bloc
     return acc + common.dot(x, w, precision)
 
   acc = lax.fori_loop(0, pl.cdiv(x_ref.shape[1], block_k), body,
-                      jnp.zeros((block_m, block_n), jnp.float32))
+                      jnp.zeros((block_m, block_n), common.acc_dtype(x_ref.dtype)))
   if has_bias:
     cols = n0 + jnp.arange(block_n)
     acc += plgpu.load(b_ref.at[pl.ds(n0, block_n)], mask=cols < b_ref.shape[0], other=0.0)[None]
@@ -81,7 +81,7 @@ def dense_dx_kernel(dy_ref, *rest, relu, block_m, block_n, block_k, precision):
     return acc + common.dot(g, w, precision, trans_b=True)
 
   acc = lax.fori_loop(0, pl.cdiv(dy_ref.shape[1], block_n), body,
-                      jnp.zeros((block_m, block_k), jnp.float32))
+                      jnp.zeros((block_m, block_k), common.acc_dtype(dy_ref.dtype)))
   _store_tile(dx_ref, m0, k0, acc)
 
 
@@ -97,8 +97,8 @@ def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, bloc
     return acc + common.dot(x, g, precision, trans_a=True), db + jnp.sum(g, axis=0)
 
   acc, db = lax.fori_loop(0, pl.cdiv(x_ref.shape[0], block_m), body,
-                          (jnp.zeros((block_k, block_n), jnp.float32),
-                           jnp.zeros((block_n,), jnp.float32)))
+                          (jnp.zeros((block_k, block_n), common.acc_dtype(x_ref.dtype)),
+                           jnp.zeros((block_n,), common.acc_dtype(dy_ref.dtype))))
   _store_tile(dw_ref, k0, n0, acc)
   if has_bias:
     @pl.when(pl.program_id(0) == 0)  # Every row of programs sums the same g; one stores it.

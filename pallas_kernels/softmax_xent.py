@@ -15,6 +15,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
@@ -22,6 +23,7 @@ from jaxshallow.ops import softmax_cross_entropy as softmax_cross_entropy_refere
 from pallas_kernels import common
 
 DEFAULT_BLOCKS = dict(block_m=64)
+_ZERO = np.int32(0)  # A start index of the program id's type, also when x64 is enabled.
 
 
 def _load_rows(z_ref, labels_ref, m0, block_m):
@@ -29,8 +31,9 @@ def _load_rows(z_ref, labels_ref, m0, block_m):
   m, c = z_ref.shape
   rows, cols = m0 + jnp.arange(block_m), jnp.arange(pl.next_power_of_2(c))
   row_ok = rows < m
-  z = plgpu.load(z_ref.at[pl.ds(m0, block_m), pl.ds(0, cols.shape[0])],
-                 mask=row_ok[:, None] & (cols[None, :] < c), other=0.0).astype(jnp.float32)
+  z = plgpu.load(z_ref.at[pl.ds(m0, block_m), pl.ds(_ZERO, cols.shape[0])],
+                 mask=row_ok[:, None] & (cols[None, :] < c),
+                 other=0.0).astype(common.acc_dtype(z_ref.dtype))
   z = jnp.where(cols[None, :] < c, z, -jnp.inf)
   labels = plgpu.load(labels_ref.at[pl.ds(m0, block_m)], mask=row_ok, other=0)
   return z, labels, rows, cols, row_ok
@@ -57,18 +60,18 @@ def xent_bwd_kernel(z_ref, labels_ref, lse_ref, scale_ref, dz_ref, *, block_m):
   p = jnp.exp(z - lse[:, None])
   dz = (p - jnp.where(cols[None, :] == labels[:, None], 1.0, 0.0)) * scale_ref[...]
   mask = row_ok[:, None] & (cols[None, :] < z_ref.shape[1])
-  plgpu.store(dz_ref.at[pl.ds(m0, block_m), pl.ds(0, cols.shape[0])], dz.astype(dz_ref.dtype),
-              mask=mask)
+  plgpu.store(dz_ref.at[pl.ds(m0, block_m), pl.ds(_ZERO, cols.shape[0])],
+              dz.astype(dz_ref.dtype), mask=mask)
 
 
 # pallas_call wrappers --------------------------------------------------------------------------
 
 def xent_fwd(logits, labels, *, block_m=64, num_warps=4, interpret=False):
   """Per-row loss, log-sum-exp and correctness (int32 0/1)."""
-  m = logits.shape[0]
+  m, dtype = logits.shape[0], common.acc_dtype(logits.dtype)
   return pl.pallas_call(
       functools.partial(xent_fwd_kernel, block_m=block_m),
-      out_shape=[jax.ShapeDtypeStruct((m,), jnp.float32), jax.ShapeDtypeStruct((m,), jnp.float32),
+      out_shape=[jax.ShapeDtypeStruct((m,), dtype), jax.ShapeDtypeStruct((m,), dtype),
                  jax.ShapeDtypeStruct((m,), jnp.int32)],
       grid=(pl.cdiv(m, block_m),), compiler_params=common.compiler_params(num_warps, 1),
       interpret=interpret, name="xent_fwd")(logits, labels)
@@ -103,7 +106,7 @@ def _xent_vjp_fwd(logits, labels, blocks, interpret):
 def _xent_vjp_bwd(blocks, interpret, res, cotangents):
   logits, labels, lse = res
   g_loss, _ = cotangents  # The count of correct predictions has no gradient.
-  scale = (g_loss / logits.shape[0]).astype(jnp.float32)
+  scale = (g_loss / logits.shape[0]).astype(lse.dtype)
   dz = xent_bwd(logits, labels, lse, scale, interpret=interpret,
                 **common.blocks(DEFAULT_BLOCKS, blocks))
   return dz, None
