@@ -7,14 +7,16 @@ from absl import flags
 from jaxshallow import data, runner
 
 _IMPL = flags.DEFINE_string("impl", "xla", "xla | pallas | numpy")
-_MODEL = flags.DEFINE_string("model", "mlp", "mlp")
+_MODEL = flags.DEFINE_string("model", "mlp", "mlp | logreg | cnn")
 _DATASET = flags.DEFINE_string("dataset", "mnist", "mnist | fashion")
-_EPOCHS = flags.DEFINE_integer("epochs", 10, "Passes over the training set.")
-_BATCH = flags.DEFINE_integer("batch_size", 64, "Examples per step.")
-_LR = flags.DEFINE_float("lr", None, "Learning rate; default: the model's (0.5 for mlp).")
+_EPOCHS = flags.DEFINE_integer("epochs", None, "Passes over the training set; default: the "
+                               "model's (mlp, logreg 10; cnn 5).")
+_BATCH = flags.DEFINE_integer("batch_size", None, "Examples per step; default: the model's (64).")
+_LR = flags.DEFINE_float("lr", None, "Learning rate; default: the model's (README).")
 _OPTIMIZER = flags.DEFINE_string("optimizer", "sgd", "sgd | momentum | adam")
 _MOMENTUM = flags.DEFINE_float("momentum", 0.9, "Momentum, for --optimizer=momentum.")
-_HIDDEN = flags.DEFINE_string("hidden", "256", "Hidden widths, comma separated: 512,256 is two.")
+_HIDDEN = flags.DEFINE_string("hidden", "256", "Hidden widths, comma separated: 512,256 is two "
+                               "(mlp and regression).")
 _SEED = flags.DEFINE_integer("seed", 0, "Seeds the initial weights and the batch order.")
 _PRECISION = flags.DEFINE_string("precision", "float32", "float32 | tf32 | bfloat16 (xla, pallas).")
 _NUMPY_DTYPE = flags.DEFINE_string("numpy_dtype", "float32", "float32 | float64 (numpy impl).")

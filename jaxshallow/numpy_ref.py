@@ -5,8 +5,9 @@ baseline they are timed against. Parameters use the same pytree layout as ``jaxs
 (a list of ``{"w", "b"}`` dicts), so one initialisation can feed every impl.
 
 Forward:  z_i = a_{i-1} W_i + b_i,  a_i = ReLU(z_i) for hidden layers,  p = softmax(z_L).
-Backward: dz_L = (p - onehot(y)) / B;  dW_i = a_{i-1}^T dz_i;  db_i = sum_rows(dz_i);
-          dz_{i-1} = (dz_i W_i^T) * [z_{i-1} > 0].
+Backward: dz_L = (p - onehot(y)) / B  (or 2 (z_L - y) / B for mean squared error);
+          dW_i = a_{i-1}^T dz_i;  db_i = sum_rows(dz_i);  dz_{i-1} = (dz_i W_i^T) * [z_{i-1} > 0].
+Layers without a "b" entry have no bias. The CNN's reference is ``numpy_cnn``.
 """
 
 from __future__ import annotations
@@ -26,15 +27,20 @@ def cast(params, dtype):
   return [{k: np.asarray(v, dtype=dtype) for k, v in layer.items()} for layer in params]
 
 
-def to_float(images, dtype=np.float32):
-  return images.reshape(images.shape[0], -1).astype(dtype) / dtype(255)
+def to_float(x, dtype=np.float32):
+  """uint8 pixels to [0, 1]; other inputs cast to ``dtype``."""
+  if x.dtype == np.uint8:
+    return x.astype(dtype) / dtype(255)
+  return x.astype(dtype)
 
 
 def forward(params, x):
-  """Logits and the pre-activations the backward pass needs."""
-  acts, pre = [x], []
+  """Outputs and the activations the backward pass needs; ``x`` is flattened per example."""
+  acts, pre = [x.reshape(x.shape[0], -1)], []
   for i, layer in enumerate(params):
-    z = acts[-1] @ layer["w"] + layer["b"]
+    z = acts[-1] @ layer["w"]
+    if "b" in layer:
+      z = z + layer["b"]
     pre.append(z)
     if i < len(params) - 1:
       acts.append(np.maximum(z, 0))
@@ -50,21 +56,41 @@ def softmax_cross_entropy(logits, labels):
   return -log_softmax(logits)[np.arange(len(labels)), labels].mean()
 
 
-def loss_and_grads(params, x, labels):
-  """Mean cross-entropy loss, its gradients (same layout as ``params``) and the logits."""
-  logits, (acts, pre) = forward(params, x)
+def xent_and_grad(logits, labels):
+  """Mean softmax cross-entropy and its gradient with respect to the logits."""
   logp = log_softmax(logits)
   b = len(labels)
-  loss = -logp[np.arange(b), labels].mean()
   dz = np.exp(logp)
   dz[np.arange(b), labels] -= 1
-  dz /= b
+  return -logp[np.arange(b), labels].mean(), dz / b
+
+
+def mse_and_grad(pred, target):
+  """Mean squared error of the (B, 1) predictions and its gradient."""
+  d = pred[:, 0] - target
+  return np.mean(d * d), (2 * d / len(d))[:, None].astype(pred.dtype)
+
+
+LOSSES = {"xent": xent_and_grad, "mse": mse_and_grad}
+
+
+def dense_backward(params, acts, pre, dz):
+  """Gradients of every layer given the gradient ``dz`` at the output."""
   grads = [None] * len(params)
   for i in reversed(range(len(params))):
-    grads[i] = {"w": acts[i].T @ dz, "b": dz.sum(axis=0)}
+    grads[i] = {"w": acts[i].T @ dz}
+    if "b" in params[i]:
+      grads[i]["b"] = dz.sum(axis=0)
     if i > 0:
       dz = (dz @ params[i]["w"].T) * (pre[i - 1] > 0)
-  return loss, grads, logits
+  return grads, dz
+
+
+def loss_and_grads(params, x, y, loss="xent"):
+  """Mean loss, its gradients (same layout as ``params``) and the outputs."""
+  out, (acts, pre) = forward(params, x)
+  value, dz = LOSSES[loss](out, y)
+  return value, dense_backward(params, acts, pre, dz)[0], out
 
 
 # Optimizers with optax's update rules, as (init, update) pairs over the params list.
@@ -111,24 +137,31 @@ def make_optimizer(name: str = "sgd", lr: float = 0.1, beta: float = 0.9):
   raise ValueError(f"unknown optimizer {name!r}")
 
 
-def train_epoch(params, opt_state, images, labels, order, *, update, batch_size, dtype=np.float32):
-  """One epoch over ``images[order]`` in full batches; returns params, state and mean loss."""
+def train_epoch(params, opt_state, images, labels, order, *, update, batch_size, dtype=np.float32,
+                grad_fn=loss_and_grads):
+  """One epoch over ``images[order]`` in full batches; returns params, state and mean loss.
+  ``grad_fn(params, x, y) -> (loss, grads, outputs)`` is the model's hand-written backward."""
   steps = len(order) // batch_size
   losses = np.empty(steps)
   for s in range(steps):
     idx = order[s * batch_size:(s + 1) * batch_size]
-    loss, grads, _ = loss_and_grads(params, to_float(images[idx], dtype), labels[idx])
+    loss, grads, _ = grad_fn(params, to_float(images[idx], dtype), labels[idx])
     params, opt_state = update(grads, opt_state, params)
     losses[s] = loss
   return params, opt_state, float(losses.mean())
 
 
-def evaluate(params, images, labels, dtype=np.float32, batch_size=2000):
+def evaluate(params, images, labels, dtype=np.float32, batch_size=2000, forward_fn=forward,
+             loss="xent"):
+  """Mean loss (and accuracy, for classifiers) over a whole data set."""
   total, correct = 0.0, 0
   for start in range(0, len(labels), batch_size):
     x = to_float(images[start:start + batch_size], dtype)
     y = labels[start:start + batch_size]
-    logits, _ = forward(params, x)
-    total += softmax_cross_entropy(logits, y) * len(y)
-    correct += int((logits.argmax(axis=1) == y).sum())
-  return {"loss": float(total / len(labels)), "accuracy": correct / len(labels)}
+    out, _ = forward_fn(params, x)
+    total += LOSSES[loss](out, y)[0] * len(y)
+    correct += int((out.argmax(axis=1) == y).sum())
+  result = {"loss": float(total / len(labels))}
+  if loss == "xent":
+    result["accuracy"] = correct / len(labels)
+  return result

@@ -1,9 +1,10 @@
 """The small set of ops every model is written against, one implementation per ``impl``.
 
-Models call ``ops.dense`` and ``ops.softmax_cross_entropy`` and never jnp matmuls directly, so the
-Pallas kernels slot in without touching model code.
+Models call ``ops.dense``, ``ops.conv_relu``, ``ops.max_pool``, ``ops.softmax_cross_entropy`` and
+``ops.mse``, never jnp products directly, so the Pallas kernels slot in without touching model
+code. Images are NHWC, convolution weights HWIO.
 
-Precision modes, for the matrix products only (everything else stays float32):
+Precision modes, for the matrix products and convolutions only (everything else stays float32):
   float32   exact float32 products (``Precision.HIGHEST``; on GPUs XLA's default would use TF32)
   tf32      float32 storage, TF32 tensor-core products (10-bit mantissa)
   bfloat16  operands rounded to bfloat16, products accumulated in float32
@@ -26,16 +27,23 @@ class Ops(NamedTuple):
   dense: Callable  # (x, w, b | None, *, relu: bool) -> x @ w + b, then ReLU if asked
   # (logits, int labels) -> (mean loss over the batch, number of correct argmax predictions)
   softmax_cross_entropy: Callable
+  conv_relu: Callable  # (x NHWC, w HWIO, b) -> ReLU(valid 3x3 convolution + b)
+  max_pool: Callable  # (x NHWC) -> 2x2 max-pool with stride 2 (odd edges dropped)
+  mse: Callable  # (predictions (B,), targets (B,)) -> mean squared error
+
+
+def _product_args(precision: str, *operands):
+  """Operands and keyword arguments for a product in the given precision mode. bfloat16
+  operands accumulate in float32; other modes keep the inputs' dtype (float64 stays float64)."""
+  if precision == "bfloat16":
+    return [o.astype(jnp.bfloat16) for o in operands], {"preferred_element_type": jnp.float32}
+  p = lax.Precision.HIGHEST if precision == "float32" else lax.Precision.DEFAULT
+  return list(operands), {"precision": p}
 
 
 def matmul(a, b, precision: str = "float32"):
-  """``a @ b`` in the given precision mode; bfloat16 operands accumulate in float32, other
-  modes keep the inputs' dtype (float64 stays float64 for the reference tests)."""
-  if precision == "bfloat16":
-    return jnp.dot(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16),
-                   preferred_element_type=jnp.float32)
-  p = lax.Precision.HIGHEST if precision == "float32" else lax.Precision.DEFAULT
-  return jnp.dot(a, b, precision=p)
+  (a, b), kw = _product_args(precision, a, b)
+  return jnp.dot(a, b, **kw)
 
 
 def dense(x, w, b=None, *, relu: bool = False, precision: str = "float32"):
@@ -43,6 +51,17 @@ def dense(x, w, b=None, *, relu: bool = False, precision: str = "float32"):
   if b is not None:
     y = y + b
   return jnp.maximum(y, 0) if relu else y
+
+
+def conv_relu(x, w, b, *, precision: str = "float32"):
+  (x, w), kw = _product_args(precision, x, w)
+  y = lax.conv_general_dilated(x, w, (1, 1), "VALID",
+                               dimension_numbers=("NHWC", "HWIO", "NHWC"), **kw)
+  return jnp.maximum(y + b, 0)
+
+
+def max_pool(x):
+  return lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
 
 def softmax_cross_entropy(logits, labels):
@@ -53,11 +72,16 @@ def softmax_cross_entropy(logits, labels):
   return jnp.mean(logz - picked), jnp.sum(jnp.argmax(logits, axis=-1) == labels)
 
 
+def mse(pred, target):
+  return jnp.mean(jnp.square(pred - target))
+
+
 def get_ops(impl: str = "xla", precision: str = "float32") -> Ops:
   if precision not in PRECISIONS:
     raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
   if impl == "xla":
-    return Ops(functools.partial(dense, precision=precision), softmax_cross_entropy)
+    return Ops(functools.partial(dense, precision=precision), softmax_cross_entropy,
+               functools.partial(conv_relu, precision=precision), max_pool, mse)
   if impl == "pallas":
     from pallas_kernels import pallas_ops  # Imported lazily: pulls in Pallas.
     return pallas_ops(precision)

@@ -20,9 +20,15 @@ import numpy as np
 
 from jaxshallow import data as data_lib
 
-MODELS = ("mlp",)
-# Learning rates that reach the workloads' accuracy targets with plain SGD (see README).
-DEFAULT_LR = {"mlp": 0.5}
+MODELS = ("mlp", "logreg", "cnn", "regression")
+# Per-model defaults, filled in where a Config leaves None. The learning rates reach the
+# workloads' accuracy targets with plain SGD (README); the regression's are the study's.
+DEFAULTS = {
+    "mlp": dict(lr=0.5, epochs=10, batch_size=64, bias=True),
+    "logreg": dict(lr=0.5, epochs=10, batch_size=64, bias=True),
+    "cnn": dict(lr=0.05, epochs=5, batch_size=64, bias=True),
+    "regression": dict(lr=0.002, epochs=100, batch_size=256, bias=False),
+}
 
 
 class ConfigError(ValueError):
@@ -33,37 +39,45 @@ class ConfigError(ValueError):
 class Config:
   impl: str = "xla"
   model: str = "mlp"
-  dataset: str = "mnist"
-  epochs: int = 10
-  batch_size: int = 64
-  lr: float | None = None  # None: the model's DEFAULT_LR.
+  dataset: str = "mnist"  # mnist | fashion; for the regression model: small | medium | large
+  epochs: int | None = None  # None: the model's default, likewise below.
+  batch_size: int | None = None
+  lr: float | None = None
   optimizer: str = "sgd"
   momentum: float = 0.9
-  hidden: tuple[int, ...] = (256,)
+  hidden: tuple[int, ...] = (256,)  # mlp and regression only.
+  bias: bool | None = None
   seed: int = 0
   precision: str = "float32"
   numpy_dtype: str = "float32"
   data_dir: str | None = None
-  train_limit: int | None = None  # Use only the first N training images (quick runs, tests).
+  train_limit: int | None = None  # Use only the first N training examples (quick runs, tests).
   test_limit: int | None = None
   unroll: int = 1
 
 
+def _datasets(model: str):
+  from jaxshallow import synthetic
+  return tuple(synthetic.SIZES) if model == "regression" else tuple(data_lib.DATASETS)
+
+
 def validate(cfg: Config) -> None:
   from jaxshallow import ops, train  # Keep the module import light.
+  positive = lambda v: v is None or v >= 1
   checks = [
       (cfg.impl in ops.IMPLS, f"unknown impl {cfg.impl!r}; choose one of {', '.join(ops.IMPLS)}"),
       (cfg.model in MODELS, f"unknown model {cfg.model!r}; choose one of {', '.join(MODELS)}"),
-      (cfg.dataset in data_lib.DATASETS,
-       f"unknown dataset {cfg.dataset!r}; choose one of {', '.join(data_lib.DATASETS)}"),
-      (cfg.epochs >= 1, f"epochs must be at least 1, got {cfg.epochs}"),
-      (cfg.batch_size >= 1, f"batch_size must be at least 1, got {cfg.batch_size}"),
+      (cfg.model not in MODELS or cfg.dataset in _datasets(cfg.model),
+       f"unknown dataset {cfg.dataset!r} for model {cfg.model}; choose one of "
+       f"{', '.join(_datasets(cfg.model)) if cfg.model in MODELS else ''}"),
+      (positive(cfg.epochs), f"epochs must be at least 1, got {cfg.epochs}"),
+      (positive(cfg.batch_size), f"batch_size must be at least 1, got {cfg.batch_size}"),
       (cfg.lr is None or (np.isfinite(cfg.lr) and cfg.lr > 0),
        f"lr must be a positive number, got {cfg.lr}"),
       (0 <= cfg.momentum < 1, f"momentum must be in [0, 1), got {cfg.momentum}"),
       (cfg.optimizer in train.OPTIMIZERS,
        f"unknown optimizer {cfg.optimizer!r}; choose one of {', '.join(train.OPTIMIZERS)}"),
-      (len(cfg.hidden) >= 1 and all(h >= 1 for h in cfg.hidden),
+      (all(h >= 1 for h in cfg.hidden) and (cfg.hidden or cfg.model not in ("mlp", "regression")),
        f"hidden must list positive widths, got {cfg.hidden}"),
       (cfg.precision in ops.PRECISIONS,
        f"unknown precision {cfg.precision!r}; choose one of {', '.join(ops.PRECISIONS)}"),
@@ -71,25 +85,37 @@ def validate(cfg: Config) -> None:
        f"numpy_dtype must be float32 or float64, got {cfg.numpy_dtype!r}"),
       (cfg.impl != "numpy" or cfg.precision == "float32",
        "the numpy impl computes in --numpy_dtype; --precision applies to xla and pallas only"),
+      (cfg.model != "cnn" or cfg.bias in (None, True), "the cnn always has biases"),
       (cfg.unroll >= 1, f"unroll must be at least 1, got {cfg.unroll}"),
-      (cfg.train_limit is None or cfg.train_limit >= 1,
-       f"train_limit must be at least 1, got {cfg.train_limit}"),
-      (cfg.test_limit is None or cfg.test_limit >= 1,
-       f"test_limit must be at least 1, got {cfg.test_limit}"),
+      (positive(cfg.train_limit), f"train_limit must be at least 1, got {cfg.train_limit}"),
+      (positive(cfg.test_limit), f"test_limit must be at least 1, got {cfg.test_limit}"),
   ]
   for ok, message in checks:
     if not ok:
       raise ConfigError(message)
 
 
+def resolve(cfg: Config) -> Config:
+  """Validate ``cfg`` and fill in the model's defaults."""
+  validate(cfg)
+  fill = {k: v for k, v in DEFAULTS[cfg.model].items() if getattr(cfg, k) is None}
+  if cfg.model in ("logreg", "cnn"):
+    fill["hidden"] = ()  # Fixed architectures.
+  return dataclasses.replace(cfg, **fill)
+
+
 def load_data(cfg: Config) -> data_lib.Dataset:
-  ds = data_lib.load(cfg.dataset, cfg.data_dir)
+  if cfg.model == "regression":
+    from jaxshallow import synthetic
+    ds = synthetic.load(cfg.dataset, cfg.seed)
+  else:
+    ds = data_lib.load(cfg.dataset, cfg.data_dir)
   tr, te = slice(cfg.train_limit), slice(cfg.test_limit)
   ds = data_lib.Dataset(ds.train_images[tr], ds.train_labels[tr], ds.test_images[te],
                         ds.test_labels[te])
   if cfg.batch_size > len(ds.train_labels):
     raise ConfigError(f"batch_size {cfg.batch_size} is larger than the training set "
-                      f"({len(ds.train_labels)} images)")
+                      f"({len(ds.train_labels)} examples)")
   return ds
 
 
@@ -102,14 +128,6 @@ def device_info(impl: str) -> dict:
     d = jax.devices()[0]
     info["device"] = f"{d.platform}: {d.device_kind}"
   return info
-
-
-def resolve(cfg: Config) -> Config:
-  """Validate ``cfg`` and fill in model defaults."""
-  validate(cfg)
-  if cfg.lr is None:
-    cfg = dataclasses.replace(cfg, lr=DEFAULT_LR[cfg.model])
-  return cfg
 
 
 def run(cfg: Config, log: Callable[[str], None] = print) -> dict:
@@ -127,24 +145,36 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict:
     result["epoch_time_s"].append(time.perf_counter() - t0)
     result["epoch_loss"].append(loss)
     log(f"epoch {e + 1:3d}/{cfg.epochs}  loss {loss:.5f}  time {result['epoch_time_s'][-1]:.3f}s")
+  result["train_time_s"] = float(sum(result["epoch_time_s"]))
   t0 = time.perf_counter()
-  test = trainer.evaluate()
-  result.update(eval_time_s=time.perf_counter() - t0, test_loss=test["loss"],
-                test_accuracy=test["accuracy"],
-                train_time_s=float(sum(result["epoch_time_s"])))
-  log(f"done: test accuracy {100 * result['test_accuracy']:.2f}%  test loss "
-      f"{result['test_loss']:.4f}  train {result['train_time_s']:.3f}s  compile "
+  test = trainer.evaluate("test")
+  if cfg.model == "regression":
+    result.update(final_mse=trainer.evaluate("train")["loss"], test_mse=test["loss"])
+    summary = f"final mse {result['final_mse']:.5f}  test mse {result['test_mse']:.5f}"
+  else:
+    result.update(test_loss=test["loss"], test_accuracy=test["accuracy"])
+    summary = f"test accuracy {100 * test['accuracy']:.2f}%  test loss {test['loss']:.4f}"
+  result["eval_time_s"] = time.perf_counter() - t0
+  log(f"done: {summary}  train {result['train_time_s']:.3f}s  compile "
       f"{result['compile_time_s']:.2f}s  ({result['device']})")
   return result
 
 
+def init_params(cfg: Config, ds: data_lib.Dataset):
+  """Initial parameters from ``jax.random.key(cfg.seed)``: the same start for every impl."""
+  import jax
+  from jaxshallow import cnn, mlp
+  key = jax.random.key(cfg.seed)
+  if cfg.model == "cnn":
+    return cnn.init_cnn(key, image_size=ds.train_images.shape[1])
+  n_in = int(np.prod(ds.train_images.shape[1:]))
+  n_out = 1 if cfg.model == "regression" else 10
+  return mlp.init_mlp(key, (n_in, *cfg.hidden, n_out), bias=cfg.bias)
+
+
 def make_trainer(cfg: Config, ds: data_lib.Dataset):
   """The trainer of ``cfg.impl``, holding the model state; ``cfg`` must be resolved."""
-  import jax
-  from jaxshallow import mlp
-  sizes = (int(np.prod(ds.train_images.shape[1:])), *cfg.hidden, 10)
-  params = mlp.init_mlp(jax.random.key(cfg.seed), sizes)  # The same start for every impl.
-  return (NumpyTrainer if cfg.impl == "numpy" else JaxTrainer)(cfg, ds, params)
+  return (NumpyTrainer if cfg.impl == "numpy" else JaxTrainer)(cfg, ds, init_params(cfg, ds))
 
 
 class JaxTrainer:
@@ -152,14 +182,16 @@ class JaxTrainer:
 
   def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
     import jax
-    from jaxshallow import train
-    self.cfg, self.ds = cfg, ds
+    from jaxshallow import models, train
+    self.cfg = cfg
     self.tx = train.make_optimizer(cfg.optimizer, cfg.lr, cfg.momentum)
     self.params, self.opt_state = params, self.tx.init(params)
-    self.images, self.labels = jax.device_put(ds.train_images), jax.device_put(ds.train_labels)
+    self.data = {"train": jax.device_put((ds.train_images, ds.train_labels)),
+                 "test": jax.device_put((ds.test_images, ds.test_labels))}
     self.orders = [jax.device_put(train.epoch_order(cfg.seed, e, len(ds.train_labels)))
                    for e in range(cfg.epochs)]
-    self.static = dict(impl=cfg.impl, precision=cfg.precision)
+    model = models.REGRESSION if cfg.model == "regression" else models.CLASSIFIERS[cfg.model]
+    self.static = dict(impl=cfg.impl, precision=cfg.precision, model=model)
     self.epoch_fn = None
 
   def compile(self) -> float:
@@ -167,23 +199,22 @@ class JaxTrainer:
     from jaxshallow import train
     t0 = time.perf_counter()
     self.epoch_fn = train.train_epoch.lower(
-        self.params, self.opt_state, self.images, self.labels, self.orders[0], tx=self.tx,
+        self.params, self.opt_state, *self.data["train"], self.orders[0], tx=self.tx,
         batch_size=self.cfg.batch_size, unroll=self.cfg.unroll, **self.static).compile()
     return time.perf_counter() - t0
 
   def run_epoch(self, e: int) -> float:
     self.params, self.opt_state, metrics = self.epoch_fn(
-        self.params, self.opt_state, self.images, self.labels, self.orders[e])
+        self.params, self.opt_state, *self.data["train"], self.orders[e])
     return float(metrics["loss"])  # float() waits for the device.
 
-  def evaluate(self) -> dict:
-    import jax
+  def evaluate(self, split: str = "test") -> dict:
     from jaxshallow import train
-    return train.evaluate(self.params, jax.device_put(self.ds.test_images),
-                          jax.device_put(self.ds.test_labels), **self.static)
+    return train.evaluate(self.params, *self.data[split], **self.static)
 
   def get_params(self):
-    return [{k: np.asarray(v) for k, v in layer.items()} for layer in self.params]
+    import jax
+    return jax.tree.map(np.asarray, self.params)
 
   def set_params(self, params):
     """Replace the parameters (for lockstep comparisons; plain SGD keeps no state)."""
@@ -196,11 +227,19 @@ class NumpyTrainer:
   """The NumPy CPU reference, in ``cfg.numpy_dtype``."""
 
   def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
-    from jaxshallow import numpy_ref
+    import functools
+    from jaxshallow import numpy_cnn, numpy_ref
     self.cfg, self.ds = cfg, ds
     self.dtype = np.dtype(cfg.numpy_dtype).type
     self.init, self.update = numpy_ref.make_optimizer(cfg.optimizer, self.dtype(cfg.lr),
                                                       self.dtype(cfg.momentum))
+    if cfg.model == "cnn":
+      self.grad_fn, self.forward_fn, self.loss = (numpy_cnn.loss_and_grads, numpy_cnn.forward,
+                                                  "xent")
+    else:
+      self.loss = "mse" if cfg.model == "regression" else "xent"
+      self.grad_fn = functools.partial(numpy_ref.loss_and_grads, loss=self.loss)
+      self.forward_fn = numpy_ref.forward
     self.set_params(params)
 
   def compile(self) -> float:
@@ -211,12 +250,16 @@ class NumpyTrainer:
     order = train.epoch_order(self.cfg.seed, e, len(self.ds.train_labels))
     self.params, self.opt_state, loss = numpy_ref.train_epoch(
         self.params, self.opt_state, self.ds.train_images, self.ds.train_labels, order,
-        update=self.update, batch_size=self.cfg.batch_size, dtype=self.dtype)
+        update=self.update, batch_size=self.cfg.batch_size, dtype=self.dtype,
+        grad_fn=self.grad_fn)
     return loss
 
-  def evaluate(self) -> dict:
+  def evaluate(self, split: str = "test") -> dict:
     from jaxshallow import numpy_ref
-    return numpy_ref.evaluate(self.params, self.ds.test_images, self.ds.test_labels, self.dtype)
+    x, y = ((self.ds.test_images, self.ds.test_labels) if split == "test"
+            else (self.ds.train_images, self.ds.train_labels))
+    return numpy_ref.evaluate(self.params, x, y, self.dtype, forward_fn=self.forward_fn,
+                              loss=self.loss)
 
   def get_params(self):
     return self.params

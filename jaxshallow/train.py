@@ -19,7 +19,7 @@ import numpy as np
 import optax
 from jax import lax
 
-from jaxshallow import mlp
+from jaxshallow import models
 from jaxshallow import ops as ops_lib
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -36,38 +36,47 @@ def make_optimizer(name: str = "sgd", lr: float = 0.1, momentum: float = 0.9):
   raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
-def to_float(images):
-  """uint8 pixels to float32 in [0, 1]; done on the device, per batch."""
-  return images.astype(jnp.float32) / 255.0
+def to_float(x):
+  """uint8 pixels to float32 in [0, 1] (on the device, per batch); other inputs to float32."""
+  if x.dtype == jnp.uint8:
+    return x.astype(jnp.float32) / 255.0
+  return x.astype(jnp.promote_types(x.dtype, jnp.float32))
 
 
-def loss_fn(params, images, labels, *, ops, apply_fn=mlp.apply_mlp):
-  """Mean loss, with the number of correct predictions as the auxiliary output."""
-  return ops.softmax_cross_entropy(apply_fn(params, images, ops), labels)
+def loss_fn(params, x, y, *, ops, model=models.MLP):
+  """Mean loss, with the number of correct predictions (0 for regression) as auxiliary output."""
+  out = model.apply(params, x, ops)
+  if model.loss == "mse":
+    return ops.mse(out[:, 0], y), jnp.zeros((), jnp.int32)
+  return ops.softmax_cross_entropy(out, y)
 
 
 def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: str = "float32",
-               apply_fn=mlp.apply_mlp):
-  """One update on ``batch = (images, labels)``; returns ``(params, opt_state, metrics)``.
+               model=models.MLP):
+  """One update on ``batch = (x, y)``; returns ``(params, opt_state, metrics)``.
 
-  Pure: jit it with ``static_argnames=("tx", "impl", "precision", "apply_fn")``.
+  Pure: jit it with ``static_argnames=("tx", "impl", "precision", "model")``. Metrics hold the
+  batch's mean loss and, for classifiers, its accuracy.
   """
-  images, labels = batch
+  x, y = batch
   ops = ops_lib.get_ops(impl, precision)
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-  (loss, correct), grads = grad_fn(params, images, labels, ops=ops, apply_fn=apply_fn)
+  (loss, correct), grads = grad_fn(params, x, y, ops=ops, model=model)
   updates, opt_state = tx.update(grads, opt_state, params)
   params = optax.apply_updates(params, updates)
-  return params, opt_state, {"loss": loss, "accuracy": correct / labels.shape[0]}
+  metrics = {"loss": loss}
+  if model.loss == "xent":
+    metrics["accuracy"] = correct / y.shape[0]
+  return params, opt_state, metrics
 
 
 @functools.partial(
-    jax.jit, static_argnames=("tx", "impl", "precision", "apply_fn", "batch_size", "unroll"),
+    jax.jit, static_argnames=("tx", "impl", "precision", "model", "batch_size", "unroll"),
     donate_argnums=(0, 1))
 def train_epoch(params, opt_state, images, labels, order, *, tx, batch_size: int,
-                impl: str = "xla", precision: str = "float32", apply_fn=mlp.apply_mlp,
+                impl: str = "xla", precision: str = "float32", model=models.MLP,
                 unroll: int = 1):
-  """One epoch over ``images[order]`` (uint8, resident on the device) as a single ``lax.scan``.
+  """One epoch over ``images[order]`` (resident on the device) as a single ``lax.scan``.
 
   ``params`` and ``opt_state`` are donated: their buffers are reused for the results. Returns
   ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
@@ -78,34 +87,37 @@ def train_epoch(params, opt_state, images, labels, order, *, tx, batch_size: int
   def body(carry, idx):
     p, s = carry
     p, s, metrics = train_step(p, s, (to_float(images[idx]), labels[idx]), tx=tx, impl=impl,
-                               precision=precision, apply_fn=apply_fn)
+                               precision=precision, model=model)
     return (p, s), metrics
 
   (params, opt_state), metrics = lax.scan(body, (params, opt_state), batches, unroll=unroll)
   return params, opt_state, jax.tree.map(jnp.mean, metrics)
 
 
-@functools.partial(jax.jit, static_argnames=("impl", "precision", "apply_fn"))
+@functools.partial(jax.jit, static_argnames=("impl", "precision", "model"))
 def eval_batch(params, images, labels, *, impl: str = "xla", precision: str = "float32",
-               apply_fn=mlp.apply_mlp):
-  """Summed loss and number of correct predictions on one batch of uint8 images."""
+               model=models.MLP):
+  """Summed loss and number of correct predictions on one batch."""
   ops = ops_lib.get_ops(impl, precision)
-  loss, correct = loss_fn(params, to_float(images), labels, ops=ops, apply_fn=apply_fn)
+  loss, correct = loss_fn(params, to_float(images), labels, ops=ops, model=model)
   return loss * labels.shape[0], correct
 
 
 def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",
-             apply_fn=mlp.apply_mlp, batch_size: int = 2000):
-  """Mean loss and accuracy over a whole data set, in chunks of ``batch_size``."""
+             model=models.MLP, batch_size: int = 2000):
+  """Mean loss (and accuracy, for classifiers) over a whole data set, in chunks."""
   n = labels.shape[0]
   total_loss, correct = 0.0, 0
   for start in range(0, n, batch_size):
     sl = slice(start, min(start + batch_size, n))
     l, c = eval_batch(params, images[sl], labels[sl], impl=impl, precision=precision,
-                      apply_fn=apply_fn)
+                      model=model)
     total_loss += float(l)
     correct += int(c)
-  return {"loss": total_loss / n, "accuracy": correct / n}
+  result = {"loss": total_loss / n}
+  if model.loss == "xent":
+    result["accuracy"] = correct / n
+  return result
 
 
 def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:

@@ -9,6 +9,7 @@ import logging
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 _PRECISION = {"float32": lax.Precision.HIGHEST, "tf32": lax.Precision.DEFAULT}
@@ -44,3 +45,22 @@ def interpret_default() -> bool:
       "no GPU: Pallas kernels run in interpret mode (same kernel code, executed by XLA on %s)",
       jax.default_backend())
   return True
+
+
+def load_tile(ref, r0, c0, br, bc):
+  """``ref[r0:r0+br, c0:c0+bc]`` as a (br, bc) tile, zeros outside the array."""
+  rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
+  mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
+  return plgpu.load(ref.at[pl.ds(r0, br), pl.ds(c0, bc)], mask=mask, other=0.0)
+
+
+def store_tile(ref, r0, c0, value, row_ok=None):
+  """Store a (br, bc) tile at ``ref[r0, c0]``, skipping what lies outside the array and rows
+  where ``row_ok`` is False. Stores are always contiguous tiles: scattering through index
+  arrays would need distinct in-bounds indices for every lane, masked or not."""
+  br, bc = value.shape
+  rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
+  mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
+  if row_ok is not None:
+    mask &= row_ok[:, None]
+  plgpu.store(ref.at[pl.ds(r0, br), pl.ds(c0, bc)], value.astype(ref.dtype), mask=mask)

@@ -28,26 +28,12 @@ from pallas_kernels import common
 DEFAULT_BLOCKS = dict(block_m=64, block_n=64, block_k=32)
 
 
-def _load_tile(ref, r0, c0, br, bc):
-  """Load ``ref[r0:r0+br, c0:c0+bc]``, zeros outside the array."""
-  rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
-  mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
-  return plgpu.load(ref.at[pl.ds(r0, br), pl.ds(c0, bc)], mask=mask, other=0.0)
-
-
-def _store_tile(ref, r0, c0, value):
-  br, bc = value.shape
-  rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
-  mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
-  plgpu.store(ref.at[pl.ds(r0, br), pl.ds(c0, bc)], value.astype(ref.dtype), mask=mask)
-
-
 def _relu_grad(dy_ref, y_ref, r0, c0, br, bc):
   """The tile of ``dy * [y > 0]`` (just ``dy`` when there is no ReLU)."""
-  dy = _load_tile(dy_ref, r0, c0, br, bc)
+  dy = common.load_tile(dy_ref, r0, c0, br, bc)
   if y_ref is None:
     return dy
-  return jnp.where(_load_tile(y_ref, r0, c0, br, bc) > 0, dy, 0.0)
+  return jnp.where(common.load_tile(y_ref, r0, c0, br, bc) > 0, dy, 0.0)
 
 
 # Kernels -------------------------------------------------------------------------------------
@@ -57,8 +43,8 @@ def dense_fwd_kernel(x_ref, w_ref, *rest, relu, has_bias, block_m, block_n, bloc
   m0, n0 = pl.program_id(0) * block_m, pl.program_id(1) * block_n
 
   def body(k, acc):
-    x = _load_tile(x_ref, m0, k * block_k, block_m, block_k)
-    w = _load_tile(w_ref, k * block_k, n0, block_k, block_n)
+    x = common.load_tile(x_ref, m0, k * block_k, block_m, block_k)
+    w = common.load_tile(w_ref, k * block_k, n0, block_k, block_n)
     return acc + common.dot(x, w, precision)
 
   acc = lax.fori_loop(0, pl.cdiv(x_ref.shape[1], block_k), body,
@@ -68,7 +54,7 @@ def dense_fwd_kernel(x_ref, w_ref, *rest, relu, has_bias, block_m, block_n, bloc
     acc += plgpu.load(b_ref.at[pl.ds(n0, block_n)], mask=cols < b_ref.shape[0], other=0.0)[None]
   if relu:
     acc = jnp.maximum(acc, 0.0)
-  _store_tile(y_ref, m0, n0, acc)
+  common.store_tile(y_ref, m0, n0, acc)
 
 
 def dense_dx_kernel(dy_ref, *rest, relu, block_m, block_n, block_k, precision):
@@ -77,12 +63,12 @@ def dense_dx_kernel(dy_ref, *rest, relu, block_m, block_n, block_k, precision):
 
   def body(n, acc):
     g = _relu_grad(dy_ref, y_ref, m0, n * block_n, block_m, block_n)
-    w = _load_tile(w_ref, k0, n * block_n, block_k, block_n)
+    w = common.load_tile(w_ref, k0, n * block_n, block_k, block_n)
     return acc + common.dot(g, w, precision, trans_b=True)
 
   acc = lax.fori_loop(0, pl.cdiv(dy_ref.shape[1], block_n), body,
                       jnp.zeros((block_m, block_k), common.acc_dtype(dy_ref.dtype)))
-  _store_tile(dx_ref, m0, k0, acc)
+  common.store_tile(dx_ref, m0, k0, acc)
 
 
 def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, block_k, precision):
@@ -92,14 +78,14 @@ def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, bloc
 
   def body(m, carry):
     acc, db = carry
-    x = _load_tile(x_ref, m * block_m, k0, block_m, block_k)
+    x = common.load_tile(x_ref, m * block_m, k0, block_m, block_k)
     g = _relu_grad(dy_ref, y_ref, m * block_m, n0, block_m, block_n)
     return acc + common.dot(x, g, precision, trans_a=True), db + jnp.sum(g, axis=0)
 
   acc, db = lax.fori_loop(0, pl.cdiv(x_ref.shape[0], block_m), body,
                           (jnp.zeros((block_k, block_n), common.acc_dtype(x_ref.dtype)),
                            jnp.zeros((block_n,), common.acc_dtype(dy_ref.dtype))))
-  _store_tile(dw_ref, k0, n0, acc)
+  common.store_tile(dw_ref, k0, n0, acc)
   if has_bias:
     @pl.when(pl.program_id(0) == 0)  # Every row of programs sums the same g; one stores it.
     def _():

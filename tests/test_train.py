@@ -35,7 +35,7 @@ def test_train_step_is_pure_and_jits():
   tx = train.make_optimizer("sgd", 0.1)
   params = jaxshallow.init_mlp(jax.random.key(1), (784, 64, 10))
   batch = (train.to_float(images), jnp.asarray(labels))
-  step = jax.jit(train.train_step, static_argnames=("tx", "impl", "precision", "apply_fn"))
+  step = jax.jit(train.train_step, static_argnames=("tx", "impl", "precision", "model"))
   p1, _, m1 = step(params, tx.init(params), batch, tx=tx)
   p2, _, m2 = train.train_step(params, tx.init(params), batch, tx=tx)
   assert float(m1["loss"]) == float(m2["loss"])

@@ -1,0 +1,21 @@
+"""The models jaxshallow trains: how to apply each and which loss it is trained with."""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from jaxshallow import cnn, mlp
+
+
+class Model(NamedTuple):
+  """Hashable, so it can be a static argument of jitted functions."""
+  name: str
+  apply: Callable  # (params, x, ops) -> outputs
+  loss: str  # "xent": softmax cross-entropy on integer labels; "mse": on float targets
+
+
+MLP = Model("mlp", mlp.apply_mlp, "xent")
+LOGREG = Model("logreg", mlp.apply_mlp, "xent")  # An MLP with no hidden layer: 784 -> 10.
+CNN = Model("cnn", cnn.apply_cnn, "xent")
+REGRESSION = Model("regression", mlp.apply_mlp, "mse")
+CLASSIFIERS = {m.name: m for m in (MLP, LOGREG, CNN)}
