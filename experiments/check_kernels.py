@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags, logging
 
-from pallas_kernels import common, dense, softmax_xent
+from jaxshallow import numpy_cnn
+from pallas_kernels import common, conv, dense, max_pool, mse, softmax_xent
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
 
@@ -24,6 +25,9 @@ DENSE_SHAPES = [(1, 784, 256), (37, 100, 10), (64, 784, 256), (64, 33, 1000), (1
 BLOCKS = [None, (("block_m", 16), ("block_n", 16), ("block_k", 16)),
           (("block_m", 128), ("block_n", 128), ("block_k", 32))]
 XENT_SHAPES = [(1, 10), (37, 10), (64, 3), (1000, 10), (64, 1000), (8192, 10)]
+CONV_SHAPES = [(1, 28, 1, 16), (3, 28, 1, 16), (64, 28, 1, 16), (64, 26, 16, 32), (3, 26, 16, 32),
+               (3, 11, 5, 7), (256, 26, 16, 32)]
+CONV_BLOCKS = [None, (("block_p", 64), ("splits", 8)), (("block_p", 256), ("splits", 64))]
 
 
 def rel_err(a, b):
@@ -75,6 +79,40 @@ def xent_cases(rng, interpret):
       yield f"softmax_xent m={m} c={c} |z|~{scale:g}", "float32", err
 
 
+def conv_cases(rng, interpret):
+  """conv+ReLU and max-pool, forward and gradients, against the NumPy im2col reference."""
+  for n, h, cin, cout in CONV_SHAPES:
+    for blocks in CONV_BLOCKS:
+      for precision in TOLERANCE:
+        x = rng.standard_normal((n, h, h, cin), np.float32)
+        w = (rng.standard_normal((3, 3, cin, cout)) / np.sqrt(9 * cin)).astype(np.float32)
+        b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+        dy = rng.standard_normal((n, h - 2, h - 2, cout), np.float32)
+        op = lambda x, w, b: conv.conv_relu(x, w, b, precision, blocks, interpret)
+        y, grads = jax.jit(lambda *a: (op(*a[:3]), jax.vjp(op, *a[:3])[1](a[3])))(x, w, b, dy)
+        x64, w64, b64 = (a.astype(np.float64) for a in (x, w, b))
+        y64, cols = numpy_cnn.conv_relu(x64, w64, b64)
+        z_ok = np.asarray(y).reshape(y64.shape) > 0  # The kernel's own ReLU mask, as for dense.
+        ref = numpy_cnn.conv_relu_backward(dy.astype(np.float64), z_ok.astype(np.float64), cols,
+                                           w64, x.shape)
+        err = max(rel_err(y, y64.reshape(y.shape)), *(rel_err(g, r) for g, r in zip(grads, ref)))
+        name = "x".join(str(v) for _, v in blocks) if blocks else "default"
+        yield f"conv+relu n={n} h={h} cin={cin} cout={cout} blocks={name}", precision, err
+  for n, h, c in [(1, 24, 32), (64, 24, 32), (3, 7, 5), (256, 24, 32)]:
+    x = rng.standard_normal((n, h, h, c), np.float32)
+    dy = rng.standard_normal((n, h // 2, h // 2, c), np.float32)
+    y, vjp = jax.vjp(lambda x: max_pool.max_pool(x, None, interpret), x)
+    ref_y, arg = numpy_cnn.max_pool(x.astype(np.float64))
+    ref_dx = numpy_cnn.max_pool_backward(dy.astype(np.float64), arg, x.shape)
+    yield f"max_pool n={n} h={h} c={c}", "float32", max(rel_err(y, ref_y),
+                                                           rel_err(vjp(dy)[0], ref_dx))
+  for n in (1, 256, 25600):
+    p, t = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+    loss, grad = jax.value_and_grad(lambda p: mse.mse(p, t, None, interpret))(p)
+    d = p.astype(np.float64) - t
+    yield f"mse n={n}", "float32", max(rel_err(loss, np.mean(d * d)), rel_err(grad, 2 * d / n))
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -84,7 +122,8 @@ def main(argv):
   print(f"device {d.platform}: {d.device_kind}; jax {jax.__version__}; "
         f"{'interpret mode' if interpret else 'compiled kernels'}")
   failures, count = 0, 0
-  for case, precision, err in [*dense_cases(rng, interpret), *xent_cases(rng, interpret)]:
+  cases = [*dense_cases(rng, interpret), *xent_cases(rng, interpret), *conv_cases(rng, interpret)]
+  for case, precision, err in cases:
     ok = err < TOLERANCE[precision]
     failures += not ok
     count += 1

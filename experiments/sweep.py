@@ -1,0 +1,34 @@
+"""Test accuracy (or final MSE) over a grid of learning rates and seeds, for choosing defaults.
+
+  python -m experiments.sweep --model=cnn --dataset=fashion --lrs=0.02,0.05,0.1 --seeds=0,1,2
+"""
+
+import sys
+
+import numpy as np
+from absl import app, flags, logging
+
+from experiments import config_flags
+from jaxshallow import data, runner
+
+_LRS = flags.DEFINE_list("lrs", ["0.05", "0.1"], "Learning rates to try.")
+_SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds to try each with.")
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  try:
+    for lr in map(float, _LRS.value):
+      scores = []
+      for seed in map(int, _SEEDS.value):
+        r = runner.run(config_flags.config_from_flags(lr=lr, seed=seed), log=lambda s: None)
+        scores.append(r.get("test_accuracy", r.get("final_mse")))
+      print(f"lr {lr:<8g} " + "  ".join(f"{s:.4f}" for s in scores) +
+            f"   min {min(scores):.4f}  mean {np.mean(scores):.4f}", flush=True)
+  except (runner.ConfigError, data.DataError, ValueError) as e:
+    sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+  app.run(main)
