@@ -17,6 +17,8 @@ from jaxshallow import numpy_cnn
 from pallas_kernels import common, conv, dense, max_pool, mse, softmax_xent
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
+_ONLY = flags.DEFINE_list("only", ["dense", "xent", "conv"], "Which groups: dense, xent, conv "
+                          "(conv also checks max-pool and MSE).")
 
 # Relative Frobenius-norm error allowed against float64, per precision mode.
 TOLERANCE = {"float32": 1e-5, "tf32": 5e-3, "bfloat16": 2e-2}
@@ -122,7 +124,11 @@ def main(argv):
   print(f"device {d.platform}: {d.device_kind}; jax {jax.__version__}; "
         f"{'interpret mode' if interpret else 'compiled kernels'}")
   failures, count = 0, 0
-  cases = [*dense_cases(rng, interpret), *xent_cases(rng, interpret), *conv_cases(rng, interpret)]
+  groups = {"dense": dense_cases, "xent": xent_cases, "conv": conv_cases}
+  unknown = set(_ONLY.value) - set(groups)
+  if unknown:
+    sys.exit(f"error: unknown --only group(s) {', '.join(sorted(unknown))}")
+  cases = (c for g in _ONLY.value for c in groups[g](rng, interpret))
   for case, precision, err in cases:
     ok = err < TOLERANCE[precision]
     failures += not ok

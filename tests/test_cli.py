@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import ROOT
@@ -83,3 +84,54 @@ def test_parity_lockstep_xla_pallas(real_data_dir, tmp_path):
   r = json.loads(out.read_text())
   assert len(r["epochs"]) == 2 and r["worst_lockstep_rel"] < 1e-3
   assert all(e["lockstep"] > 0 for e in r["epochs"])
+
+
+@pytest.mark.parametrize("model", ["cnn", "logreg"])
+def test_three_impls_agree_on_first_epoch(real_data_dir, tmp_path, model):
+  """numpy, xla and pallas (interpreted) from the same start: first-epoch losses within 1e-3."""
+  losses = {}
+  for impl in ("numpy", "xla", "pallas"):
+    out = tmp_path / f"{impl}.json"
+    p = run_cli(f"--impl={impl}", f"--model={model}", "--epochs=1", "--train_limit=192",
+                "--test_limit=100", f"--out={out}")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(out.read_text())
+    assert r["model"] == model and r["hidden"] == [] and r["steps_per_epoch"] == 3
+    losses[impl] = r["epoch_loss"][0]
+  assert abs(losses["numpy"] / losses["xla"] - 1) < 1e-3, losses
+  assert abs(losses["pallas"] / losses["xla"] - 1) < 1e-3, losses
+
+
+def test_regression_three_impls(tmp_path):
+  results = {}
+  for impl in ("numpy", "xla", "pallas"):
+    out = tmp_path / f"{impl}.json"
+    p = run_cli(f"--impl={impl}", "--size=medium", "--epochs=3", "--hidden=64,32",
+                f"--out={out}", script="experiments.regression")
+    assert p.returncode == 0, p.stderr
+    results[impl] = json.loads(out.read_text())
+  xla = results["xla"]
+  assert xla["n_train"] == 2560 and xla["batch_size"] == 256 and xla["lr"] == 0.002
+  assert xla["bias"] is False and "test_accuracy" not in xla
+  for impl in ("numpy", "pallas"):
+    assert abs(results[impl]["final_mse"] / xla["final_mse"] - 1) < 1e-3
+    for a, b in zip(results[impl]["epoch_loss"], xla["epoch_loss"]):
+      assert abs(a / b - 1) < 1e-3
+
+
+def test_regression_data_is_reproducible():
+  from jaxshallow import synthetic
+  a, b, c = synthetic.load("small", 3), synthetic.load("small", 3), synthetic.load("small", 4)
+  np.testing.assert_array_equal(a.train_images, b.train_images)
+  assert a.train_images.shape == (256, 32) and a.test_images.shape == (2560, 32)
+  assert np.abs(a.train_images).max() <= 1 and not np.array_equal(a.train_labels, c.train_labels)
+  # y = sum(x^2) + N(0, 0.1^2): the residual has the noise's spread.
+  resid = a.test_labels - (a.test_images ** 2).sum(1)
+  assert abs(resid.std() - 0.1) < 0.01
+
+
+def test_regression_bad_size_is_one_line():
+  p = run_cli("--size=huge", script="experiments.regression")
+  assert p.returncode != 0 and "Traceback" not in p.stderr
+  lines = [l for l in p.stderr.splitlines() if l.strip()]
+  assert len(lines) == 1 and "unknown dataset 'huge'" in lines[0], p.stderr

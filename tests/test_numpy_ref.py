@@ -86,3 +86,48 @@ def test_optimizers_match_optax(name):
     for p, jp in zip(params, jparams):
       for k in ("w", "b"):
         assert rel_err(p[k], jp[k]) < 1e-10
+
+
+# The CNN and the regression network --------------------------------------------------------------
+
+from jaxshallow import cnn, models, numpy_cnn  # noqa: E402
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_cnn_grads_match_jax_float64(batch):
+  rng = np.random.default_rng()
+  params = jax.tree.map(lambda a: np.asarray(a, np.float64), cnn.init_cnn(jax.random.key(1)))
+  for layer in params:
+    layer["b"] = 0.05 * rng.standard_normal(layer["b"].shape)
+  x, y = rng.random((batch, 28, 28)), rng.integers(0, 10, batch)
+  loss, grads, _ = numpy_cnn.loss_and_grads(params, x, y)
+  with jax.enable_x64(True):
+    (jloss, _), jgrads = jax.value_and_grad(train.loss_fn, has_aux=True)(
+        jax.tree.map(jnp.asarray, params), jnp.asarray(x), jnp.asarray(y),
+        ops=ops.get_ops("xla"), model=models.CNN)
+    assert jgrads[0]["w"].dtype == jnp.float64
+  assert rel_err(loss, jloss) < 1e-10
+  for g, jg in zip(grads, jgrads):
+    for k in ("w", "b"):
+      assert rel_err(g[k], jg[k]) < 1e-10, (k, rel_err(g[k], jg[k]))
+
+
+def test_cnn_has_50890_parameters():
+  params = cnn.init_cnn(jax.random.key(0))
+  assert sum(v.size for layer in params for v in layer.values()) == 50890
+
+
+@pytest.mark.parametrize("sizes", [(32, 256, 1), (32, 256, 1024, 256, 1)])
+def test_regression_grads_match_jax_float64(sizes):
+  rng = np.random.default_rng()
+  params = [{"w": rng.standard_normal((m, n)) / np.sqrt(m)} for m, n in zip(sizes, sizes[1:])]
+  x, y = rng.uniform(-1, 1, (20, 32)), rng.standard_normal(20)
+  loss, grads, _ = numpy_ref.loss_and_grads(params, x, y, loss="mse")
+  assert all(set(g) == {"w"} for g in grads)  # No biases, no bias gradients.
+  with jax.enable_x64(True):
+    (jloss, _), jgrads = jax.value_and_grad(train.loss_fn, has_aux=True)(
+        jax.tree.map(jnp.asarray, params), jnp.asarray(x), jnp.asarray(y),
+        ops=ops.get_ops("xla"), model=models.REGRESSION)
+  assert rel_err(loss, jloss) < 1e-10
+  for g, jg in zip(grads, jgrads):
+    assert rel_err(g["w"], jg["w"]) < 1e-10

@@ -102,3 +102,62 @@ def test_softmax_xent_huge_logits():
   dz = jax.grad(lambda z: softmax_xent.softmax_cross_entropy(z, labels, None, True)[0])(z)
   assert np.all(np.isfinite(dz))
   np.testing.assert_allclose(dz[1], np.array([0, -1, 1]) / 4, atol=1e-7)
+
+
+# Convolution, max-pool and MSE -----------------------------------------------------------------
+
+from jaxshallow import ops  # noqa: E402
+from pallas_kernels import conv, max_pool, mse  # noqa: E402
+
+CONV_SHAPES = [(1, 28, 1, 16), (3, 26, 16, 32), (64, 12, 16, 32), (3, 9, 5, 7), (1, 6, 3, 1)]
+CONV_BLOCKS = [None, (("block_p", 32), ("splits", 4))]
+
+
+@pytest.mark.parametrize("blocks", CONV_BLOCKS, ids=["default", "32x4"])
+@pytest.mark.parametrize("n,h,cin,cout", CONV_SHAPES)
+def test_conv_relu_forward_and_grads(n, h, cin, cout, blocks):
+  rng = np.random.default_rng()
+  x = rng.standard_normal((n, h, h, cin), np.float32)
+  w = (rng.standard_normal((3, 3, cin, cout)) / np.sqrt(9 * cin)).astype(np.float32)
+  b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+  dy = rng.standard_normal((n, h - 2, h - 2, cout), np.float32)
+  y, vjp = jax.vjp(lambda *a: conv.conv_relu(*a, "float32", blocks, True), x, w, b)
+  grads = vjp(jnp.asarray(dy))
+  y64, grads64 = reference_vjp(lambda *a: conv.conv_relu_reference(*a), [x, w, b], dy)
+  assert rel_err(y, y64) < TOL
+  for g, g64 in zip(grads, grads64):
+    assert rel_err(g, g64) < TOL
+
+
+def test_conv_batch64_mnist_shape():
+  """The CNN's first layer at training size: batch 64, 28x28, 1 -> 16 channels."""
+  test_conv_relu_forward_and_grads(64, 28, 1, 16, None)
+
+
+@pytest.mark.parametrize("n,h,c", [(1, 24, 32), (3, 7, 5), (64, 24, 32), (2, 6, 1)])
+def test_max_pool_forward_and_grad(n, h, c):
+  rng = np.random.default_rng()
+  x = rng.standard_normal((n, h, h, c), np.float32)
+  dy = rng.standard_normal((n, h // 2, h // 2, c), np.float32)
+  y, vjp = jax.vjp(lambda x: max_pool.max_pool(x, None, True), x)
+  y_ref, vjp_ref = jax.vjp(max_pool.max_pool_reference, x)
+  np.testing.assert_array_equal(y, y_ref)  # A max is exact.
+  np.testing.assert_array_equal(vjp(dy)[0], vjp_ref(dy)[0])
+
+
+def test_max_pool_ties_go_to_the_first():
+  x = np.zeros((1, 2, 2, 1), np.float32)  # Four equal values: the first position wins.
+  dx = jax.grad(lambda x: max_pool.max_pool(x, None, True).sum())(x)
+  assert dx.ravel().tolist() == [1.0, 0.0, 0.0, 0.0]
+  assert dx.ravel().tolist() == jax.grad(lambda x: ops.max_pool(x).sum())(x).ravel().tolist()
+
+
+@pytest.mark.parametrize("n", [1, 256, 2000])
+def test_mse_and_grad(n):
+  rng = np.random.default_rng()
+  p, t = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+  g = np.float32(rng.uniform(0.5, 2))
+  loss, vjp = jax.vjp(lambda p: mse.mse(p, t, None, True), p)
+  loss64, (dp64,) = reference_vjp(lambda p: ops.mse(p, jnp.asarray(t, jnp.float64)), [p], g)
+  assert rel_err(loss, loss64) < TOL
+  assert rel_err(vjp(g)[0], dp64) < TOL
