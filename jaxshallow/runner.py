@@ -26,7 +26,7 @@ MODELS = ("mlp", "logreg", "cnn", "regression")
 DEFAULTS = {
     "mlp": dict(lr=0.5, epochs=10, batch_size=64, bias=True),
     "logreg": dict(lr=0.25, epochs=10, batch_size=64, bias=True),
-    "cnn": dict(lr=0.05, epochs=5, batch_size=64, bias=True),
+    "cnn": dict(lr=0.15, epochs=5, batch_size=64, bias=True),
     "regression": dict(lr=0.002, epochs=100, batch_size=256, bias=False),
 }
 
