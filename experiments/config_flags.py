@@ -24,7 +24,16 @@ _DATA_DIR = flags.DEFINE_string("data_dir", None, f"Folder with the data; else $
                                 "then the user cache, then a download.")
 _TRAIN_LIMIT = flags.DEFINE_integer("train_limit", None, "Use only the first N training images.")
 _TEST_LIMIT = flags.DEFINE_integer("test_limit", None, "Use only the first N test images.")
+_DISPATCH = flags.DEFINE_string("dispatch", "scan", "scan: each epoch is one compiled loop; "
+                                 "loop: a Python loop over a jitted step.")
 _UNROLL = flags.DEFINE_integer("unroll", 1, "Steps unrolled per iteration of the epoch loop.")
+_PLACEMENT = flags.DEFINE_string("placement", "resident", "resident: data on the device; "
+                                  "streamed: batches copied from the host, the next one "
+                                  "prefetched (needs --dispatch=loop).")
+_DONATE = flags.DEFINE_bool("donate", True, "Donate params and optimizer state to each update.")
+_SYNC = flags.DEFINE_string("sync", "epoch", "epoch: fetch the loss once an epoch; step: after "
+                            "every step (needs --dispatch=loop).")
+_BLOCKS = flags.DEFINE_string("blocks", None, "Pallas dense block sizes BM,BN,BK, or auto.")
 
 
 def parse_widths(text: str) -> tuple[int, ...]:
@@ -41,5 +50,7 @@ def config_from_flags(**overrides) -> runner.Config:
       batch_size=_BATCH.value, lr=_LR.value, optimizer=_OPTIMIZER.value,
       momentum=_MOMENTUM.value, hidden=parse_widths(_HIDDEN.value), seed=_SEED.value,
       precision=_PRECISION.value, numpy_dtype=_NUMPY_DTYPE.value, data_dir=_DATA_DIR.value,
-      train_limit=_TRAIN_LIMIT.value, test_limit=_TEST_LIMIT.value, unroll=_UNROLL.value)
+      train_limit=_TRAIN_LIMIT.value, test_limit=_TEST_LIMIT.value, dispatch=_DISPATCH.value,
+      unroll=_UNROLL.value, placement=_PLACEMENT.value, donate=_DONATE.value, sync=_SYNC.value,
+      blocks=_BLOCKS.value)
   return runner.resolve(dataclasses.replace(cfg, **overrides))

@@ -76,7 +76,9 @@ def mse(pred, target):
   return jnp.mean(jnp.square(pred - target))
 
 
-def get_ops(impl: str = "xla", precision: str = "float32") -> Ops:
+def get_ops(impl: str = "xla", precision: str = "float32", blocks: str | None = None) -> Ops:
+  """The ops of ``impl``. ``blocks`` applies to Pallas dense kernels: None for the defaults,
+  "BM,BN,BK" for fixed sizes, or "auto" for the sizes ``pallas_kernels.autotune`` chose."""
   if precision not in PRECISIONS:
     raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
   if impl == "xla":
@@ -84,5 +86,5 @@ def get_ops(impl: str = "xla", precision: str = "float32") -> Ops:
                functools.partial(conv_relu, precision=precision), max_pool, mse)
   if impl == "pallas":
     from pallas_kernels import pallas_ops  # Imported lazily: pulls in Pallas.
-    return pallas_ops(precision)
+    return pallas_ops(precision, blocks=blocks)
   raise ValueError(f"no JAX ops for impl {impl!r}; choose xla or pallas (numpy has its own module)")

@@ -53,7 +53,13 @@ class Config:
   data_dir: str | None = None
   train_limit: int | None = None  # Use only the first N training examples (quick runs, tests).
   test_limit: int | None = None
-  unroll: int = 1
+  # Techniques (xla and pallas): see the README's table.
+  dispatch: str = "scan"  # scan: the epoch is one compiled loop; loop: Python loop over a jit step
+  unroll: int = 1  # Steps per iteration of the scan.
+  placement: str = "resident"  # resident on the device, or streamed from the host (loop only)
+  donate: bool = True  # Donate params and optimizer state to the update.
+  sync: str = "epoch"  # epoch: fetch metrics once an epoch; step: after every step (loop only)
+  blocks: str | None = None  # Pallas dense block sizes: None, "BM,BN,BK" or "auto".
 
 
 def _datasets(model: str):
@@ -87,12 +93,27 @@ def validate(cfg: Config) -> None:
        "the numpy impl computes in --numpy_dtype; --precision applies to xla and pallas only"),
       (cfg.model != "cnn" or cfg.bias in (None, True), "the cnn always has biases"),
       (cfg.unroll >= 1, f"unroll must be at least 1, got {cfg.unroll}"),
+      (cfg.dispatch in ("scan", "loop"), f"dispatch must be scan or loop, got {cfg.dispatch!r}"),
+      (cfg.placement in ("resident", "streamed"),
+       f"placement must be resident or streamed, got {cfg.placement!r}"),
+      (cfg.sync in ("epoch", "step"), f"sync must be epoch or step, got {cfg.sync!r}"),
+      (cfg.dispatch == "loop" or (cfg.placement == "resident" and cfg.sync == "epoch"),
+       "streamed data and per-step metrics need --dispatch=loop (a scan runs on the device)"),
+      (cfg.impl != "numpy" or (cfg.dispatch, cfg.placement, cfg.sync, cfg.unroll, cfg.donate) ==
+       ("scan", "resident", "epoch", 1, True), "the techniques apply to xla and pallas only"),
+      (cfg.blocks is None or cfg.impl == "pallas", "--blocks applies to --impl=pallas only"),
       (positive(cfg.train_limit), f"train_limit must be at least 1, got {cfg.train_limit}"),
       (positive(cfg.test_limit), f"test_limit must be at least 1, got {cfg.test_limit}"),
   ]
   for ok, message in checks:
     if not ok:
       raise ConfigError(message)
+  if cfg.blocks is not None:
+    from pallas_kernels import parse_blocks
+    try:
+      parse_blocks(cfg.blocks)
+    except ValueError as e:
+      raise ConfigError(str(e)) from None
 
 
 def resolve(cfg: Config) -> Config:
@@ -178,35 +199,93 @@ def make_trainer(cfg: Config, ds: data_lib.Dataset):
 
 
 class JaxTrainer:
-  """xla and pallas: data resident on the device, one compiled ``lax.scan`` per epoch."""
+  """xla and pallas. By default the data are resident on the device and an epoch is one
+  compiled ``lax.scan``; ``cfg.dispatch``, ``placement``, ``donate`` and ``sync`` switch to the
+  slower ways, so each technique can be measured on its own."""
 
   def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
     import jax
     from jaxshallow import models, train
-    self.cfg = cfg
+    self.cfg, self.ds = cfg, ds
     self.tx = train.make_optimizer(cfg.optimizer, cfg.lr, cfg.momentum)
     self.params, self.opt_state = params, self.tx.init(params)
     self.data = {"train": jax.device_put((ds.train_images, ds.train_labels)),
                  "test": jax.device_put((ds.test_images, ds.test_labels))}
-    self.orders = [jax.device_put(train.epoch_order(cfg.seed, e, len(ds.train_labels)))
-                   for e in range(cfg.epochs)]
+    orders = [train.epoch_order(cfg.seed, e, len(ds.train_labels)) for e in range(cfg.epochs)]
+    steps, bs = len(ds.train_labels) // cfg.batch_size, cfg.batch_size
+    if cfg.dispatch == "scan":
+      self.orders = [jax.device_put(o) for o in orders]
+    elif cfg.placement == "resident":  # Each step's indices on the device before timing.
+      self.orders = [[jax.device_put(o[s * bs:(s + 1) * bs]) for s in range(steps)]
+                     for o in orders]
+    else:
+      self.orders = [[o[s * bs:(s + 1) * bs] for s in range(steps)] for o in orders]
     model = models.REGRESSION if cfg.model == "regression" else models.CLASSIFIERS[cfg.model]
-    self.static = dict(impl=cfg.impl, precision=cfg.precision, model=model)
-    self.epoch_fn = None
+    self.static = dict(impl=cfg.impl, precision=cfg.precision, model=model, blocks=cfg.blocks)
+    self.fn, self.tune_time_s = None, 0.0
+
+  def _autotune(self):
+    """Tune the Pallas dense kernels for this model's shapes before the first trace."""
+    from pallas_kernels import autotune
+    t0 = time.perf_counter()
+    for m, k, n, relu in dense_shapes(self.cfg, self.ds):
+      autotune.tune_dense(m, k, n, relu, self.cfg.precision)
+    self.tune_time_s = time.perf_counter() - t0
 
   def compile(self) -> float:
-    """Compile the epoch ahead of time; returns the seconds it took."""
+    """Compile ahead of time; returns the seconds it took (autotuning not included)."""
+    import jax
     from jaxshallow import train
+    if self.cfg.blocks == "auto":
+      self._autotune()
     t0 = time.perf_counter()
-    self.epoch_fn = train.train_epoch.lower(
-        self.params, self.opt_state, *self.data["train"], self.orders[0], tx=self.tx,
-        batch_size=self.cfg.batch_size, unroll=self.cfg.unroll, **self.static).compile()
+    if self.cfg.dispatch == "scan":
+      epoch = train.train_epoch if self.cfg.donate else train.train_epoch_no_donate
+      self.fn = epoch.lower(self.params, self.opt_state, *self.data["train"], self.orders[0],
+                            tx=self.tx, batch_size=self.cfg.batch_size, unroll=self.cfg.unroll,
+                            **self.static).compile()
+    else:
+      streamed = self.cfg.placement == "streamed"
+      step = train.jit_step(train.step_on_batch if streamed else train.step_on_indices,
+                            self.cfg.donate)
+      example = (self._host_batch(self.orders[0][0]) if streamed
+                 else (*self.data["train"], self.orders[0][0]))
+      self.fn = step.lower(self.params, self.opt_state, *example, tx=self.tx,
+                           **self.static).compile()
     return time.perf_counter() - t0
 
+  def memory_bytes(self) -> int | None:
+    """Device memory of the compiled function: arguments + outputs + temporaries - aliased."""
+    try:
+      m = self.fn.memory_analysis()
+      return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+                 - m.alias_size_in_bytes)
+    except Exception:  # noqa: BLE001 -- not every backend reports it.
+      return None
+
+  def _host_batch(self, idx):
+    import jax
+    return jax.device_put((self.ds.train_images[idx], self.ds.train_labels[idx]))
+
   def run_epoch(self, e: int) -> float:
-    self.params, self.opt_state, metrics = self.epoch_fn(
-        self.params, self.opt_state, *self.data["train"], self.orders[e])
-    return float(metrics["loss"])  # float() waits for the device.
+    """One epoch; returns its mean training loss once it is on the host."""
+    import jax
+    if self.cfg.dispatch == "scan":
+      self.params, self.opt_state, metrics = self.fn(
+          self.params, self.opt_state, *self.data["train"], self.orders[e])
+      return float(metrics["loss"])
+    losses, streamed = [], self.cfg.placement == "streamed"
+    batches = self.orders[e]
+    nxt = self._host_batch(batches[0]) if streamed else None
+    for s, idx in enumerate(batches):
+      if streamed:  # Start the next batch's copy before this step runs: they overlap.
+        cur, nxt = nxt, (self._host_batch(batches[s + 1]) if s + 1 < len(batches) else None)
+        args = cur
+      else:
+        args = (*self.data["train"], idx)
+      self.params, self.opt_state, metrics = self.fn(self.params, self.opt_state, *args)
+      losses.append(float(metrics["loss"]) if self.cfg.sync == "step" else metrics["loss"])
+    return float(np.mean(jax.device_get(losses)))
 
   def evaluate(self, split: str = "test") -> dict:
     from jaxshallow import train
@@ -221,6 +300,17 @@ class JaxTrainer:
     import jax
     self.params = jax.device_put(params)
     self.opt_state = self.tx.init(self.params)
+
+
+def dense_shapes(cfg: Config, ds: data_lib.Dataset):
+  """(m, k, n, relu) of every dense layer of the model at this batch size."""
+  if cfg.model == "cnn":
+    side = (ds.train_images.shape[1] - 4) // 2
+    return [(cfg.batch_size, side * side * 32, 10, False)]
+  sizes = (int(np.prod(ds.train_images.shape[1:])), *cfg.hidden,
+           1 if cfg.model == "regression" else 10)
+  return [(cfg.batch_size, k, n, i < len(sizes) - 2)
+          for i, (k, n) in enumerate(zip(sizes[:-1], sizes[1:]))]
 
 
 class NumpyTrainer:
@@ -244,6 +334,9 @@ class NumpyTrainer:
 
   def compile(self) -> float:
     return 0.0  # Nothing to compile.
+
+  def memory_bytes(self):
+    return None  # Host memory; not measured.
 
   def run_epoch(self, e: int) -> float:
     from jaxshallow import numpy_ref, train

@@ -51,15 +51,18 @@ def loss_fn(params, x, y, *, ops, model=models.MLP):
   return ops.softmax_cross_entropy(out, y)
 
 
+STATIC = ("tx", "impl", "precision", "model", "blocks")  # The static arguments of the steps.
+
+
 def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: str = "float32",
-               model=models.MLP):
+               model=models.MLP, blocks=None):
   """One update on ``batch = (x, y)``; returns ``(params, opt_state, metrics)``.
 
-  Pure: jit it with ``static_argnames=("tx", "impl", "precision", "model")``. Metrics hold the
-  batch's mean loss and, for classifiers, its accuracy.
+  Pure: jit it with ``static_argnames=train.STATIC``. Metrics hold the batch's mean loss and, for
+  classifiers, its accuracy. ``blocks`` picks Pallas block sizes (see ``ops.get_ops``).
   """
   x, y = batch
-  ops = ops_lib.get_ops(impl, precision)
+  ops = ops_lib.get_ops(impl, precision, blocks)
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
   (loss, correct), grads = grad_fn(params, x, y, ops=ops, model=model)
   updates, opt_state = tx.update(grads, opt_state, params)
@@ -70,16 +73,11 @@ def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: st
   return params, opt_state, metrics
 
 
-@functools.partial(
-    jax.jit, static_argnames=("tx", "impl", "precision", "model", "batch_size", "unroll"),
-    donate_argnums=(0, 1))
-def train_epoch(params, opt_state, images, labels, order, *, tx, batch_size: int,
-                impl: str = "xla", precision: str = "float32", model=models.MLP,
-                unroll: int = 1):
+def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, impl: str = "xla",
+           precision: str = "float32", model=models.MLP, blocks=None, unroll: int = 1):
   """One epoch over ``images[order]`` (resident on the device) as a single ``lax.scan``.
 
-  ``params`` and ``opt_state`` are donated: their buffers are reused for the results. Returns
-  ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
+  Returns ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
   """
   steps = order.shape[0] // batch_size
   batches = order[:steps * batch_size].reshape(steps, batch_size)
@@ -87,31 +85,52 @@ def train_epoch(params, opt_state, images, labels, order, *, tx, batch_size: int
   def body(carry, idx):
     p, s = carry
     p, s, metrics = train_step(p, s, (to_float(images[idx]), labels[idx]), tx=tx, impl=impl,
-                               precision=precision, model=model)
+                               precision=precision, model=model, blocks=blocks)
     return (p, s), metrics
 
   (params, opt_state), metrics = lax.scan(body, (params, opt_state), batches, unroll=unroll)
   return params, opt_state, jax.tree.map(jnp.mean, metrics)
 
 
-@functools.partial(jax.jit, static_argnames=("impl", "precision", "model"))
+_EPOCH_STATIC = STATIC + ("batch_size", "unroll")
+# ``params`` and ``opt_state`` are donated: their buffers are reused for the results.
+train_epoch = jax.jit(_epoch, static_argnames=_EPOCH_STATIC, donate_argnums=(0, 1))
+train_epoch_no_donate = jax.jit(_epoch, static_argnames=_EPOCH_STATIC)
+
+
+def step_on_indices(params, opt_state, images, labels, idx, **static):
+  """One step on ``images[idx]``, gathered on the device (for a Python loop over steps)."""
+  return train_step(params, opt_state, (to_float(images[idx]), labels[idx]), **static)
+
+
+def step_on_batch(params, opt_state, x, y, **static):
+  """One step on a batch handed over from the host (streamed data)."""
+  return train_step(params, opt_state, (to_float(x), y), **static)
+
+
+def jit_step(step, donate: bool = True):
+  """``step`` jitted for a Python loop, donating ``params`` and ``opt_state`` if asked."""
+  return jax.jit(step, static_argnames=STATIC, donate_argnums=(0, 1) if donate else ())
+
+
+@functools.partial(jax.jit, static_argnames=("impl", "precision", "model", "blocks"))
 def eval_batch(params, images, labels, *, impl: str = "xla", precision: str = "float32",
-               model=models.MLP):
+               model=models.MLP, blocks=None):
   """Summed loss and number of correct predictions on one batch."""
-  ops = ops_lib.get_ops(impl, precision)
+  ops = ops_lib.get_ops(impl, precision, blocks)
   loss, correct = loss_fn(params, to_float(images), labels, ops=ops, model=model)
   return loss * labels.shape[0], correct
 
 
 def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",
-             model=models.MLP, batch_size: int = 2000):
+             model=models.MLP, blocks=None, batch_size: int = 2000):
   """Mean loss (and accuracy, for classifiers) over a whole data set, in chunks."""
   n = labels.shape[0]
   total_loss, correct = 0.0, 0
   for start in range(0, n, batch_size):
     sl = slice(start, min(start + batch_size, n))
     l, c = eval_batch(params, images[sl], labels[sl], impl=impl, precision=precision,
-                      model=model)
+                      model=model, blocks=blocks)
     total_loss += float(l)
     correct += int(c)
   result = {"loss": total_loss / n}
