@@ -193,9 +193,12 @@ def init_params(cfg: Config, ds: data_lib.Dataset):
   return mlp.init_mlp(key, (n_in, *cfg.hidden, n_out), bias=cfg.bias)
 
 
-def make_trainer(cfg: Config, ds: data_lib.Dataset):
-  """The trainer of ``cfg.impl``, holding the model state; ``cfg`` must be resolved."""
-  return (NumpyTrainer if cfg.impl == "numpy" else JaxTrainer)(cfg, ds, init_params(cfg, ds))
+def make_trainer(cfg: Config, ds: data_lib.Dataset, params=None):
+  """The trainer of ``cfg.impl``, holding the model state; ``cfg`` must be resolved.
+  ``params`` (host or device arrays) default to ``init_params(cfg, ds)``."""
+  if params is None:
+    params = init_params(cfg, ds)
+  return (NumpyTrainer if cfg.impl == "numpy" else JaxTrainer)(cfg, ds, params)
 
 
 class JaxTrainer:
@@ -208,7 +211,7 @@ class JaxTrainer:
     from jaxshallow import models, train
     self.cfg, self.ds = cfg, ds
     self.tx = train.make_optimizer(cfg.optimizer, cfg.lr, cfg.momentum)
-    self.params, self.opt_state = params, self.tx.init(params)
+    self.set_params(params)
     self.data = {"train": jax.device_put((ds.train_images, ds.train_labels)),
                  "test": jax.device_put((ds.test_images, ds.test_labels))}
     orders = [train.epoch_order(cfg.seed, e, len(ds.train_labels)) for e in range(cfg.epochs)]
@@ -296,7 +299,8 @@ class JaxTrainer:
     return jax.tree.map(np.asarray, self.params)
 
   def set_params(self, params):
-    """Replace the parameters (for lockstep comparisons; plain SGD keeps no state)."""
+    """Start again from ``params`` with a fresh optimizer state. Host arrays are copied to the
+    device, so the caller's copy survives the donation of the trainer's buffers."""
     import jax
     self.params = jax.device_put(params)
     self.opt_state = self.tx.init(self.params)

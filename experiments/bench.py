@@ -1,0 +1,368 @@
+"""Every workload x implementation x technique, side by side in one process.
+
+  python -m experiments.bench                       # the whole suite; writes docs/RESULTS.md
+  python -m experiments.bench --quick --out_dir=/tmp/bench   # a tiny run (the CPU test)
+
+Each configuration is compiled ahead of time (reported as compile time), warmed up for an epoch,
+reset to the same initial weights, then trained ``repeats`` times; the table shows the median
+run, timed on the host around each epoch, each epoch blocked until its loss is on the host.
+Speedups compare samples per second with the NumPy CPU baseline and with the PyTorch CUDA-graph
+peer of the same workload and batch size. Slow configurations run fewer epochs, or fewer
+examples: the table says how many, and rates (steps/s, samples/s) are what compare.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+from absl import app, flags, logging
+
+from experiments import torch_peer
+from jaxshallow import data, runner
+
+_WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression"],
+                               "Workloads: mlp, cnn, logreg, regression.")
+_IMPLS = flags.DEFINE_list("impls", ["numpy", "xla", "pallas", "torch"],
+                           "Implementations; torch runs eager and CUDA-graph peers.")
+_TECHNIQUES = flags.DEFINE_bool("techniques", True, "Measure the technique switches on the MLP.")
+_BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["256", "1024", "8192"],
+                                 "Further MLP batch sizes (64 is the reference).")
+_BLOCK_SWEEP = flags.DEFINE_list("block_sweep", ["16,16,16", "32,32,32", "64,64,32",
+                                                 "128,128,32", "auto"],
+                                 "Pallas dense block sizes to time on the MLP (BM,BN,BK or auto).")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per fast configuration (median).")
+_NUMPY_EPOCHS = flags.DEFINE_integer("numpy_epochs", 1, "Epochs of the NumPy baseline (slow).")
+_NUMPY_CNN_LIMIT = flags.DEFINE_integer("numpy_cnn_train_limit", 6400,
+                                        "Training images of the NumPy CNN baseline.")
+_QUICK = flags.DEFINE_bool("quick", False, "Tiny configurations: a structural check on a CPU.")
+_OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where RESULTS.md, JSON, CSV and plots go.")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "Folder with the MNIST files.")
+_PLOTS = flags.DEFINE_bool("plots", True, "Draw PNG plots (needs matplotlib, the plots extra).")
+
+BASE = {  # The reference configuration of each workload (WORKLOADS.md).
+    "mlp": runner.Config(model="mlp"),
+    "cnn": runner.Config(model="cnn"),
+    "logreg": runner.Config(model="logreg"),
+    "regression": runner.Config(model="regression", dataset="large"),
+}
+QUICK = {
+    "mlp": dict(train_limit=640, test_limit=200, epochs=2, hidden=(32,)),
+    "cnn": dict(train_limit=128, test_limit=100, epochs=1),
+    "logreg": dict(train_limit=640, test_limit=200, epochs=2),
+    "regression": dict(dataset="small", epochs=2, hidden=(32,)),
+}
+TECHNIQUES = [  # (variant name, Config overrides, whether it is slow)
+    ("loop dispatch", dict(dispatch="loop"), True),
+    ("loop + loss synced every step", dict(dispatch="loop", sync="step"), True),
+    ("streamed from host, prefetched", dict(dispatch="loop", placement="streamed"), True),
+    ("no donation", dict(donate=False), False),
+    ("scan unrolled x4", dict(unroll=4), False),
+    ("tf32", dict(precision="tf32"), False),
+    ("bfloat16", dict(precision="bfloat16"), False),
+]
+COLUMNS = ["group", "workload", "impl", "variant", "batch_size", "epochs", "n_train", "repeats",
+           "train_time_s", "epoch_time_s", "steps_per_s", "samples_per_s", "compile_time_s",
+           "device_memory_mb", "test_accuracy", "final_mse", "x_numpy", "x_torch_graph"]
+
+
+@dataclasses.dataclass
+class Case:
+  group: str  # workloads | techniques | batch | blocks
+  workload: str
+  impl: str  # numpy | xla | pallas | torch-eager | torch-graph
+  variant: str
+  cfg: runner.Config
+  repeats: int
+
+
+def build_cases() -> list[Case]:
+  quick, impls = _QUICK.value, _IMPLS.value
+  repeats = 1 if quick else _REPEATS.value
+
+  def cfg(workload, impl, **over):
+    c = dataclasses.replace(BASE[workload], data_dir=_DATA_DIR.value,
+                            **(QUICK[workload] if quick else {}))
+    if impl == "numpy" and not quick:
+      over.setdefault("epochs", min(_NUMPY_EPOCHS.value, 100) if workload != "regression"
+                      else None)
+      if workload == "cnn":
+        over.setdefault("train_limit", _NUMPY_CNN_LIMIT.value)
+    # The torch peer reads only the model settings; "xla" stands in for the impl field.
+    return runner.resolve(dataclasses.replace(c, impl="xla" if "torch" in impl else impl,
+                                              **over))
+
+  peers = ["torch-eager", "torch-graph"] if "torch" in impls else []
+  cases = []
+  for w in _WORKLOADS.value:
+    for impl in [i for i in impls if i != "torch"] + (peers if w in ("mlp", "cnn") else []):
+      slow = impl in ("numpy", "torch-eager")
+      cases.append(Case("workloads", w, impl, "reference", cfg(w, impl), 1 if slow else repeats))
+  if "mlp" in _WORKLOADS.value:
+    jax_impls = [i for i in ("xla", "pallas") if i in impls]
+    if _TECHNIQUES.value:
+      for impl in jax_impls:
+        for name, over, slow in TECHNIQUES:
+          cases.append(Case("techniques", "mlp", impl, name, cfg("mlp", impl, **over),
+                            1 if slow else repeats))
+    sizes = [int(b) for b in _BATCH_SIZES.value] if not quick else [128]
+    for bs in sizes:
+      for impl in jax_impls + (["torch-graph"] if "torch" in impls else []):
+        cases.append(Case("batch", "mlp", impl, f"batch {bs}", cfg("mlp", impl, batch_size=bs),
+                          repeats))
+    if "pallas" in impls:
+      for blocks in (_BLOCK_SWEEP.value if not quick else ["16,16,16", "auto"]):
+        cases.append(Case("blocks", "mlp", "pallas", f"blocks {blocks}",
+                          cfg("mlp", "pallas", blocks=blocks), repeats))
+  return cases
+
+
+_DATA: dict = {}
+
+
+def make_trainer(case: Case, ds, params):
+  if case.impl.startswith("torch"):
+    return torch_peer.TorchTrainer(case.cfg, ds, params, mode=case.impl.split("-")[1])
+  return runner.make_trainer(case.cfg, ds, params)
+
+
+def measure(case: Case) -> dict:
+  import jax
+  cfg = case.cfg
+  key = (cfg.model, cfg.dataset, cfg.train_limit, cfg.test_limit, cfg.seed)
+  if key not in _DATA:
+    _DATA[key] = runner.load_data(cfg)
+  ds = _DATA[key]
+  init = jax.tree.map(np.asarray, runner.init_params(cfg, ds))  # Host copies: reusable.
+  trainer = make_trainer(case, ds, init)
+  compile_s = trainer.compile()
+  if case.impl != "numpy":  # Warm up, then start again from the same weights.
+    trainer.run_epoch(0)
+    trainer.set_params(init)
+  runs = []
+  for r in range(case.repeats):
+    if r:
+      trainer.set_params(init)
+    times, losses = [], []
+    for e in range(cfg.epochs):
+      t0 = time.perf_counter()
+      losses.append(trainer.run_epoch(e))
+      times.append(time.perf_counter() - t0)
+    runs.append((sum(times), times, losses))
+  total, times, losses = sorted(runs, key=lambda run: run[0])[len(runs) // 2]
+  steps = cfg.epochs * (len(ds.train_labels) // cfg.batch_size)
+  mem = trainer.memory_bytes()
+  result = dict(
+      group=case.group, workload=case.workload, impl=case.impl, variant=case.variant,
+      batch_size=cfg.batch_size, epochs=cfg.epochs, n_train=len(ds.train_labels),
+      repeats=case.repeats, train_time_s=total, epoch_time_s=total / cfg.epochs,
+      steps_per_s=steps / total, samples_per_s=steps * cfg.batch_size / total,
+      compile_time_s=compile_s or None, tune_time_s=getattr(trainer, "tune_time_s", None) or None,
+      device_memory_mb=mem / 2**20 if mem else None, epoch_times=times, epoch_losses=losses)
+  if cfg.model == "regression":
+    result["final_mse"] = trainer.evaluate("train")["loss"]
+  else:
+    result["test_accuracy"] = trainer.evaluate("test")["accuracy"]
+  return result
+
+
+def add_speedups(results: list[dict]) -> None:
+  ref = {(r["workload"], r["impl"], r["batch_size"]): r for r in results
+         if r["variant"] == "reference" or r["group"] == "batch"}
+  for r in results:
+    numpy_ref = ref.get((r["workload"], "numpy", 64 if not _QUICK.value else r["batch_size"]))
+    torch_ref = ref.get((r["workload"], "torch-graph", r["batch_size"]))
+    r["x_numpy"] = r["samples_per_s"] / numpy_ref["samples_per_s"] if numpy_ref else None
+    r["x_torch_graph"] = r["samples_per_s"] / torch_ref["samples_per_s"] if torch_ref else None
+
+
+def fmt(v, digits=3):
+  if v is None:
+    return "–"
+  if isinstance(v, float):
+    if v >= 1000:
+      return f"{v:,.0f}"
+    return f"{v:.{digits}g}" if abs(v) < 100 else f"{v:.1f}"
+  return str(v)
+
+
+def table(results: list[dict], group: str) -> str:
+  cols = ["workload", "impl", "variant", "batch_size", "epochs", "n_train", "train_time_s",
+          "epoch_time_s", "samples_per_s", "compile_time_s", "device_memory_mb",
+          "test_accuracy", "final_mse", "x_numpy", "x_torch_graph"]
+  heads = ["workload", "impl", "variant", "batch", "epochs", "examples", "train s", "s/epoch",
+           "samples/s", "compile s", "memory MB", "accuracy", "final MSE", "× numpy",
+           "× torch graph"]
+  rows = [r for r in results if r["group"] == group]
+  lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+  for r in rows:
+    lines.append("| " + " | ".join(fmt(r.get(c)) for c in cols) + " |")
+  return "\n".join(lines)
+
+
+def meta() -> dict:
+  import jax
+  import jaxlib
+  d = jax.devices()[0]
+  info = {"date": datetime.date.today().isoformat(), "device": f"{d.platform}: {d.device_kind}",
+          "jax": jax.__version__, "jaxlib": jaxlib.__version__, "numpy": np.__version__,
+          "python": platform.python_version(), "cpu": platform.processor() or platform.machine(),
+          "command": " ".join(["python -m experiments.bench", *sys.argv[1:]])}
+  try:
+    info["driver"] = subprocess.run(
+        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+        capture_output=True, text=True, timeout=30).stdout.strip() or None
+  except (OSError, subprocess.SubprocessError):
+    info["driver"] = None
+  for name in ("triton", "torch"):
+    try:
+      info[name] = __import__(name).__version__
+    except ImportError:
+      info[name] = None
+  return info
+
+
+def write_outputs(results, info, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
+  out_dir.mkdir(parents=True, exist_ok=True)
+  runner.write_json({"meta": info, "results": results}, out_dir / "results.json")
+  tmp = out_dir / ".results.csv.tmp"
+  with open(tmp, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(results)
+  os.replace(tmp, out_dir / "results.csv")
+  plots = draw_plots(results, out_dir, notes) if _PLOTS.value else []
+  versions = ", ".join(f"{k} {info[k]}" for k in ("jax", "jaxlib", "triton", "torch", "numpy")
+                       if info.get(k))
+  md = [f"# Benchmark results\n",
+        f"Generated by `{info['command']}` on {info['date']}: {info['device']}"
+        f"{', driver ' + info['driver'] if info.get('driver') else ''}; CPU baseline on "
+        f"{info['cpu']}; {versions}; Python {info['python']}.\n",
+        __doc__.split("\n\n", 1)[1].strip() + "\n",
+        "Memory: for jax, the compiled training function's arguments, outputs and temporaries "
+        "(less what is aliased); for torch, the peak allocated since the trainer was built.\n"]
+  titles = {"workloads": "Workloads (reference configurations)",
+            "techniques": "Techniques, on the MLP (each changes one thing)",
+            "batch": "MLP batch size", "blocks": "Pallas block sizes, on the MLP"}
+  for group, title in titles.items():
+    if any(r["group"] == group for r in results):
+      md += [f"## {title}\n", table(results, group) + "\n"]
+  md += [f"![{p}]({p})\n" for p in plots]
+  md += [f"- {n}\n" for n in notes]
+  tmp = out_dir / ".RESULTS.md.tmp"
+  tmp.write_text("\n".join(md))
+  os.replace(tmp, out_dir / "RESULTS.md")
+  return plots
+
+
+def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
+  try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except ImportError:
+    notes.append("plots skipped: matplotlib is not installed (pip install -e '.[plots]')")
+    return []
+  ref = [r for r in results if r["group"] == "workloads" and r["workload"] == "mlp"]
+  files = []
+
+  def save(fig, name):
+    fig.tight_layout()
+    fig.savefig(out_dir / name, dpi=110)
+    plt.close(fig)
+    files.append(name)
+
+  fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+  for r in ref:
+    epochs = range(1, len(r["epoch_times"]) + 1)
+    a1.plot(epochs, np.cumsum(r["epoch_times"]), marker="o", label=r["impl"])
+    a2.plot(epochs, r["epoch_losses"], marker="o", label=r["impl"])
+  a1.set(xlabel="epoch", ylabel="cumulative training time (s)", yscale="log",
+         title="MLP: training time")
+  a2.set(xlabel="epoch", ylabel="mean training loss", yscale="log", title="MLP: loss")
+  a1.legend(), a2.legend()
+  save(fig, "mlp_time_and_loss.png")
+
+  rows = [r for r in results if r["group"] == "workloads" and r["impl"] != "numpy"]
+  if rows:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, title in ((axes[0], "x_numpy", "speedup over NumPy (CPU)"),
+                           (axes[1], "x_torch_graph", "speedup over PyTorch CUDA graph")):
+      shown = [r for r in rows if r.get(key)]
+      ax.bar(range(len(shown)), [r[key] for r in shown])
+      ax.set_xticks(range(len(shown)), [f"{r['workload']}\n{r['impl']}" for r in shown],
+                    fontsize=7, rotation=45)
+      ax.set(yscale="log", title=title, ylabel="× samples/s")
+      ax.axhline(1, color="gray", lw=0.8)
+    save(fig, "speedups.png")
+
+  batch = [r for r in results if r["workload"] == "mlp" and r["impl"] in
+           ("xla", "pallas", "torch-graph") and (r["group"] == "batch" or
+                                                  (r["group"] == "workloads"))]
+  if batch:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for impl in ("xla", "pallas", "torch-graph"):
+      pts = sorted((r["batch_size"], r["epoch_time_s"]) for r in batch if r["impl"] == impl)
+      if pts:
+        ax.plot(*zip(*pts), marker="o", label=impl)
+    ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="time per epoch (s)",
+           title="MLP: time per epoch against batch size")
+    ax.legend()
+    save(fig, "mlp_batch_size.png")
+  return files
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  notes = []
+  try:
+    if "torch" in _IMPLS.value and (why := torch_peer.available()):
+      print(f"notice: PyTorch peer skipped: {why}", file=sys.stderr)
+      notes.append(f"PyTorch peer skipped: {why}")
+      _IMPLS.value = [i for i in _IMPLS.value if i != "torch"]
+    cases = build_cases()
+    out_dir = pathlib.Path(_OUT_DIR.value)
+    runner.check_writable(out_dir / "results.json")
+  except (runner.ConfigError, data.DataError, ValueError) as e:
+    sys.exit(f"error: {e}")
+  import jax
+  if jax.default_backend() != "gpu":
+    notes.append(f"no GPU: jax ran on {jax.default_backend()}; Pallas kernels were interpreted")
+  results = []
+  for i, case in enumerate(cases, 1):
+    if case.impl == "torch-graph" and not _gpu_for_torch():
+      if not any("CUDA graph" in n for n in notes):
+        notes.append("torch-graph peer skipped: CUDA graphs need a GPU")
+      continue
+    try:
+      r = measure(case)
+    except (runner.ConfigError, data.DataError) as e:
+      sys.exit(f"error: {e}")
+    results.append(r)
+    print(f"[{i}/{len(cases)}] {r['workload']:10s} {r['impl']:11s} {r['variant']:32s} "
+          f"{r['epoch_time_s']:9.4f} s/epoch  {r['samples_per_s']:12,.0f} samples/s", flush=True)
+  add_speedups(results)
+  write_outputs(results, meta(), out_dir, notes)
+  print(table(results, "workloads"))
+  print(f"wrote {out_dir / 'RESULTS.md'}, results.json, results.csv")
+
+
+def _gpu_for_torch() -> bool:
+  try:
+    import torch
+    return torch.cuda.is_available()
+  except ImportError:
+    return False
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,148 @@
+"""The PyTorch peer of the MLP and the CNN, for the benchmark: same layers, same initial weights,
+same batch order, plain SGD, data resident on the GPU (uint8, scaled on the device).
+
+mode "eager": one Python-dispatched step per batch. mode "graph": the whole step (batch gather,
+forward, backward, SGD update, loss accumulation) captured once in a CUDA graph and replayed;
+per step only the batch's indices are copied into the graph's input. Losses stay on the GPU until
+the epoch ends, as in the JAX trainers. float32 throughout (TF32 off for matmuls and cuDNN).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def available() -> str | None:
+  """None if the peer can run, else why not (one line)."""
+  try:
+    import torch  # noqa: F401
+  except ImportError:
+    return "torch is not installed (pip install -e '.[torch]')"
+  return None
+
+
+class TorchTrainer:
+  """The Trainer interface of ``jaxshallow.runner`` for a PyTorch model."""
+
+  def __init__(self, cfg, ds, params, mode: str = "graph"):
+    import torch
+    from jaxshallow import train
+    if cfg.model not in ("mlp", "logreg", "cnn") or cfg.optimizer != "sgd":
+      raise ValueError("the torch peer covers the mlp, logreg and cnn with plain SGD")
+    self.torch, self.cfg, self.mode = torch, cfg, mode
+    self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if mode == "graph" and self.dev.type != "cuda":
+      raise ValueError("CUDA graphs need a GPU")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    self.x = torch.as_tensor(ds.train_images, device=self.dev)
+    self.y = torch.as_tensor(ds.train_labels.astype(np.int64), device=self.dev)
+    self.x_test = torch.as_tensor(ds.test_images, device=self.dev)
+    self.y_test = torch.as_tensor(ds.test_labels.astype(np.int64), device=self.dev)
+    bs = cfg.batch_size
+    self.steps = len(ds.train_labels) // bs
+    self.orders = [torch.as_tensor(train.epoch_order(cfg.seed, e, len(ds.train_labels))
+                                   [:self.steps * bs].astype(np.int64), device=self.dev)
+                   .view(self.steps, bs) for e in range(cfg.epochs)]
+    self.params = [torch.zeros(1, device=self.dev)]  # Replaced by set_params.
+    self.set_params(params)
+    self.idx = torch.zeros(bs, dtype=torch.int64, device=self.dev)
+    self.loss_sum = torch.zeros((), device=self.dev)
+    self.graph = None
+    if self.dev.type == "cuda":
+      torch.cuda.reset_peak_memory_stats()
+
+  # Parameters, in the JAX layout (HWIO convolutions, NHWC flattening) on the way in and out.
+  def set_params(self, params):
+    torch = self.torch
+    tensors = []
+    for i, layer in enumerate(params):
+      w = np.asarray(layer["w"])
+      if w.ndim == 4:
+        w = w.transpose(3, 2, 0, 1)  # HWIO -> OIHW
+      elif self.cfg.model == "cnn":  # The head: rows from NHWC order to torch's NCHW order.
+        c = params[i - 1]["w"].shape[-1]
+        side = int(round((w.shape[0] // c) ** 0.5))
+        w = w.reshape(side, side, c, -1).transpose(2, 0, 1, 3).reshape(w.shape[0], -1)
+      tensors += [torch.tensor(w, device=self.dev), torch.tensor(np.asarray(layer["b"]),
+                                                                  device=self.dev)]
+    with torch.no_grad():
+      if len(self.params) == len(tensors):  # Copy in place: a captured graph keeps its buffers.
+        for p, t in zip(self.params, tensors):
+          p.copy_(t)
+      else:
+        self.params = [t.requires_grad_() for t in tensors]
+
+  def _logits(self, x_u8):
+    F = self.torch.nn.functional
+    x = x_u8.float() / 255.0
+    p = self.params
+    if self.cfg.model == "cnn":
+      x = F.relu(F.conv2d(x[:, None], p[0], p[1]))
+      x = F.max_pool2d(F.relu(F.conv2d(x, p[2], p[3])), 2)
+      return x.flatten(1) @ p[4] + p[5]
+    x = x.flatten(1)
+    for i in range(0, len(p) - 2, 2):
+      x = F.relu(x @ p[i] + p[i + 1])
+    return x @ p[-2] + p[-1]
+
+  def _step(self):
+    torch = self.torch
+    loss = torch.nn.functional.cross_entropy(self._logits(self.x[self.idx]), self.y[self.idx])
+    grads = torch.autograd.grad(loss, self.params)
+    with torch.no_grad():
+      torch._foreach_add_(self.params, grads, alpha=-self.cfg.lr)
+      self.loss_sum += loss.detach()
+
+  def compile(self) -> float:
+    """For the graph mode: warm up on a side stream and capture; the seconds it took."""
+    torch = self.torch
+    if self.mode != "graph":
+      return 0.0
+    t0 = time.perf_counter()
+    saved = [p.detach().clone() for p in self.params]
+    self.idx.copy_(self.orders[0][0])
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+      for _ in range(3):
+        self._step()
+    torch.cuda.current_stream().wait_stream(side)
+    self.graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(self.graph):
+      self._step()
+    with torch.no_grad():  # Undo the warm-up steps: every impl starts from the same weights.
+      for p, s in zip(self.params, saved):
+        p.copy_(s)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+  def run_epoch(self, e: int) -> float:
+    self.loss_sum.zero_()
+    for s in range(self.steps):
+      self.idx.copy_(self.orders[e][s])
+      if self.graph is not None:
+        self.graph.replay()
+      else:
+        self._step()
+    return float(self.loss_sum) / self.steps  # float() waits for the GPU.
+
+  def evaluate(self, split: str = "test") -> dict:
+    torch = self.torch
+    total, correct, n = 0.0, 0, len(self.y_test)
+    with torch.no_grad():
+      for start in range(0, n, 2000):
+        logits = self._logits(self.x_test[start:start + 2000])
+        y = self.y_test[start:start + 2000]
+        total += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
+        correct += int((logits.argmax(1) == y).sum())
+    return {"loss": total / n, "accuracy": correct / n}
+
+  def memory_bytes(self):
+    torch = self.torch
+    return int(torch.cuda.max_memory_allocated()) if self.dev.type == "cuda" else None
+
+  def get_params(self):
+    raise NotImplementedError("the torch peer is for timing, not lockstep comparisons")

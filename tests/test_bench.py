@@ -1,0 +1,55 @@
+"""experiments.bench --quick on the CPU: the tables' structure, and every number finite and > 0."""
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+GROUPS = ["workloads", "techniques", "batch", "blocks"]
+
+
+def numbers_in_table(md: str, title: str):
+  section = md.split(f"## {title}")[1].split("\n## ")[0]
+  rows = [l for l in section.splitlines() if l.startswith("| ")]
+  header, body = rows[0], rows[1:]
+  assert body, f"no rows under {title}"
+  for row in body:
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == header.count("|") - 1
+    for cell in cells[3:]:  # After workload, impl and variant: numbers or "–".
+      if cell != "–":
+        v = float(cell.replace(",", ""))
+        assert math.isfinite(v) and v > 0, (row, cell)
+  return body
+
+
+def test_bench_quick(real_data_dir, tmp_path):
+  out = tmp_path / "bench"
+  env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+  p = subprocess.run([sys.executable, "-m", "experiments.bench", "--quick", f"--out_dir={out}"],
+                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  md = (out / "RESULTS.md").read_text()
+  for title in ["Workloads (reference configurations)", "Techniques, on the MLP",
+                "MLP batch size", "Pallas block sizes, on the MLP"]:
+    numbers_in_table(md, title)
+  results = json.loads((out / "results.json").read_text())
+  rows = results["results"]
+  assert {r["group"] for r in rows} == set(GROUPS)
+  assert {r["workload"] for r in rows if r["group"] == "workloads"} == {
+      "mlp", "cnn", "logreg", "regression"}
+  for w in ("mlp", "cnn", "logreg", "regression"):
+    assert {"numpy", "xla", "pallas"} <= {r["impl"] for r in rows if r["workload"] == w}
+  assert len([r for r in rows if r["group"] == "techniques"]) == 14  # 7 switches x 2 impls.
+  for r in rows:
+    assert r["train_time_s"] > 0 and r["samples_per_s"] > 0
+    assert len(r["epoch_times"]) == len(r["epoch_losses"]) == r["epochs"]
+    score = r.get("test_accuracy", r.get("final_mse"))
+    assert score is not None and math.isfinite(score) and score > 0
+  with open(out / "results.csv") as f:
+    assert len(list(csv.DictReader(f))) == len(rows)
+  assert results["meta"]["jax"] and results["meta"]["device"]
