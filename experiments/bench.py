@@ -175,10 +175,13 @@ def measure(case: Case) -> dict:
 
 
 def add_speedups(results: list[dict]) -> None:
+  """Samples/s over the NumPy reference of the same workload, and over the torch CUDA-graph peer
+  of the same workload and batch size."""
   ref = {(r["workload"], r["impl"], r["batch_size"]): r for r in results
          if r["variant"] == "reference" or r["group"] == "batch"}
+  numpy = {r["workload"]: r for r in results if r["impl"] == "numpy"}
   for r in results:
-    numpy_ref = ref.get((r["workload"], "numpy", 64 if not _QUICK.value else r["batch_size"]))
+    numpy_ref = numpy.get(r["workload"])
     torch_ref = ref.get((r["workload"], "torch-graph", r["batch_size"]))
     r["x_numpy"] = r["samples_per_s"] / numpy_ref["samples_per_s"] if numpy_ref else None
     r["x_torch_graph"] = r["samples_per_s"] / torch_ref["samples_per_s"] if torch_ref else None

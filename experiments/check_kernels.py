@@ -14,11 +14,11 @@ import numpy as np
 from absl import app, flags, logging
 
 from jaxshallow import numpy_cnn
-from pallas_kernels import common, conv, dense, max_pool, mse, softmax_xent
+from pallas_kernels import common, conv, dense, dense_xent, max_pool, mse, softmax_xent
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
-_ONLY = flags.DEFINE_list("only", ["dense", "xent", "conv"], "Which groups: dense, xent, conv "
-                          "(conv also checks max-pool and MSE).")
+_ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv"], "Which groups: dense, "
+                          "xent, head (the fused output layer), conv (with max-pool and MSE).")
 
 # Relative Frobenius-norm error allowed against float64, per precision mode.
 TOLERANCE = {"float32": 1e-5, "tf32": 5e-3, "bfloat16": 2e-2}
@@ -81,6 +81,35 @@ def xent_cases(rng, interpret):
       yield f"softmax_xent m={m} c={c} |z|~{scale:g}", "float32", err
 
 
+def head_cases(rng, interpret):
+  """The fused output layer: loss, count and every gradient against float64 NumPy."""
+  for m, k, n in [(64, 256, 10), (1, 784, 10), (37, 100, 3), (1000, 33, 10), (130, 4608, 10),
+                  (8192, 256, 10), (64, 256, 100)]:
+    for precision in TOLERANCE:
+      h = np.maximum(rng.standard_normal((m, k)), 0).astype(np.float32)
+      w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+      b = (0.1 * rng.standard_normal(n)).astype(np.float32)
+      labels = rng.integers(0, n, m).astype(np.int32)
+      fn = jax.jit(jax.value_and_grad(
+          lambda h, w, b: dense_xent.dense_softmax_cross_entropy(h, w, b, labels, precision,
+                                                                 None, interpret),
+          argnums=(0, 1, 2), has_aux=True))
+      (loss, correct), grads = fn(h, w, b)
+      h64, w64 = h.astype(np.float64), w.astype(np.float64)
+      z = h64 @ w64 + b
+      zmax = z.max(1, keepdims=True)
+      logp = z - zmax - np.log(np.exp(z - zmax).sum(1, keepdims=True))
+      dz = np.exp(logp)
+      dz[np.arange(m), labels] -= 1
+      dz /= m
+      ref = [dz @ w64.T, h64.T @ dz, dz.sum(0)]
+      err = max(rel_err(loss, -logp[np.arange(m), labels].mean()),
+                *(rel_err(g, r) for g, r in zip(grads, ref)))
+      if precision == "float32" and int(correct) != int(np.sum(z.argmax(1) == labels)):
+        err = np.inf
+      yield f"dense+softmax_xent m={m} k={k} n={n}", precision, err
+
+
 def conv_cases(rng, interpret):
   """conv+ReLU and max-pool, forward and gradients, against the NumPy im2col reference."""
   for n, h, cin, cout in CONV_SHAPES:
@@ -124,7 +153,7 @@ def main(argv):
   print(f"device {d.platform}: {d.device_kind}; jax {jax.__version__}; "
         f"{'interpret mode' if interpret else 'compiled kernels'}")
   failures, count = 0, 0
-  groups = {"dense": dense_cases, "xent": xent_cases, "conv": conv_cases}
+  groups = {"dense": dense_cases, "xent": xent_cases, "head": head_cases, "conv": conv_cases}
   unknown = set(_ONLY.value) - set(groups)
   if unknown:
     sys.exit(f"error: unknown --only group(s) {', '.join(sorted(unknown))}")

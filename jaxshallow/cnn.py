@@ -26,12 +26,19 @@ def init_cnn(key, image_size: int = 28, n_classes: int = 10, dtype=jnp.float32):
   ]
 
 
-def apply_cnn(params, x, ops: ops_lib.Ops | None = None):
-  """Logits for a batch of images ``x`` of shape (B, H, W) or (B, H, W, 1)."""
+def cnn_features(params, x, ops: ops_lib.Ops | None = None):
+  """The input of the dense head: images (B, H, W) or (B, H, W, 1) through conv, conv, pool,
+  flattened (NHWC order)."""
   ops = ops or ops_lib.get_ops("xla")
   if x.ndim == 3:
     x = x[..., None]
-  conv1, conv2, head = params
+  conv1, conv2, _ = params
   x = ops.conv_relu(x, conv1["w"], conv1["b"])
   x = ops.max_pool(ops.conv_relu(x, conv2["w"], conv2["b"]))
-  return ops.dense(x.reshape(x.shape[0], -1), head["w"], head["b"], relu=False)
+  return x.reshape(x.shape[0], -1)
+
+
+def apply_cnn(params, x, ops: ops_lib.Ops | None = None):
+  """Logits for a batch of images."""
+  ops = ops or ops_lib.get_ops("xla")
+  return ops.dense(cnn_features(params, x, ops), params[-1]["w"], params[-1]["b"])

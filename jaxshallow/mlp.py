@@ -28,10 +28,16 @@ def init_mlp(key, sizes: Sequence[int], dtype=jnp.float32, bias: bool = True):
   return layers
 
 
-def apply_mlp(params, x, ops: ops_lib.Ops | None = None):
-  """Outputs for a batch ``x`` of shape (B, ...); trailing dimensions are flattened."""
+def mlp_features(params, x, ops: ops_lib.Ops | None = None):
+  """The input of the last layer: ``x`` (B, ...) flattened, through every hidden layer."""
   ops = ops or ops_lib.get_ops("xla")
   x = x.reshape(x.shape[0], -1)
   for layer in params[:-1]:
     x = ops.dense(x, layer["w"], layer.get("b"), relu=True)
-  return ops.dense(x, params[-1]["w"], params[-1].get("b"), relu=False)
+  return x
+
+
+def apply_mlp(params, x, ops: ops_lib.Ops | None = None):
+  """Outputs for a batch ``x`` of shape (B, ...); trailing dimensions are flattened."""
+  ops = ops or ops_lib.get_ops("xla")
+  return ops.dense(mlp_features(params, x, ops), params[-1]["w"], params[-1].get("b"))

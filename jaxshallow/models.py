@@ -11,11 +11,12 @@ class Model(NamedTuple):
   """Hashable, so it can be a static argument of jitted functions."""
   name: str
   apply: Callable  # (params, x, ops) -> outputs
+  features: Callable  # (params, x, ops) -> the input of the last layer, params[-1]
   loss: str  # "xent": softmax cross-entropy on integer labels; "mse": on float targets
 
 
-MLP = Model("mlp", mlp.apply_mlp, "xent")
-LOGREG = Model("logreg", mlp.apply_mlp, "xent")  # An MLP with no hidden layer: 784 -> 10.
-CNN = Model("cnn", cnn.apply_cnn, "xent")
-REGRESSION = Model("regression", mlp.apply_mlp, "mse")
+MLP = Model("mlp", mlp.apply_mlp, mlp.mlp_features, "xent")
+LOGREG = Model("logreg", mlp.apply_mlp, mlp.mlp_features, "xent")  # No hidden layer: 784 -> 10.
+CNN = Model("cnn", cnn.apply_cnn, cnn.cnn_features, "xent")
+REGRESSION = Model("regression", mlp.apply_mlp, mlp.mlp_features, "mse")
 CLASSIFIERS = {m.name: m for m in (MLP, LOGREG, CNN)}

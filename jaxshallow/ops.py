@@ -30,6 +30,9 @@ class Ops(NamedTuple):
   conv_relu: Callable  # (x NHWC, w HWIO, b) -> ReLU(valid 3x3 convolution + b)
   max_pool: Callable  # (x NHWC) -> 2x2 max-pool with stride 2 (odd edges dropped)
   mse: Callable  # (predictions (B,), targets (B,)) -> mean squared error
+  # (h, w, b, int labels) -> softmax_cross_entropy(dense(h, w, b), labels): a classifier's whole
+  # output layer with its loss, which the Pallas impl runs as one fused kernel.
+  dense_softmax_cross_entropy: Callable
 
 
 def _product_args(precision: str, *operands):
@@ -76,6 +79,10 @@ def mse(pred, target):
   return jnp.mean(jnp.square(pred - target))
 
 
+def dense_softmax_cross_entropy(h, w, b, labels, *, precision: str = "float32"):
+  return softmax_cross_entropy(dense(h, w, b, precision=precision), labels)
+
+
 def get_ops(impl: str = "xla", precision: str = "float32", blocks: str | None = None) -> Ops:
   """The ops of ``impl``. ``blocks`` applies to Pallas dense kernels: None for the defaults,
   "BM,BN,BK" for fixed sizes, or "auto" for the sizes ``pallas_kernels.autotune`` chose."""
@@ -83,7 +90,8 @@ def get_ops(impl: str = "xla", precision: str = "float32", blocks: str | None = 
     raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
   if impl == "xla":
     return Ops(functools.partial(dense, precision=precision), softmax_cross_entropy,
-               functools.partial(conv_relu, precision=precision), max_pool, mse)
+               functools.partial(conv_relu, precision=precision), max_pool, mse,
+               functools.partial(dense_softmax_cross_entropy, precision=precision))
   if impl == "pallas":
     from pallas_kernels import pallas_ops  # Imported lazily: pulls in Pallas.
     return pallas_ops(precision, blocks=blocks)

@@ -6,7 +6,7 @@ Each module holds the kernel(s), ``pallas_call`` wrappers with static block size
 
 from __future__ import annotations
 
-from pallas_kernels import autotune, common, conv, dense, max_pool, mse, softmax_xent
+from pallas_kernels import autotune, common, conv, dense, dense_xent, max_pool, mse, softmax_xent
 
 
 def parse_blocks(text: str | None):
@@ -37,8 +37,13 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
       chosen = autotune.lookup(x.shape[0], w.shape[0], w.shape[1], relu, precision)
     return dense.dense(x, w, b, relu, precision, chosen, interpret)
 
+  def head_op(h, w, b, labels):
+    if b is None or w.shape[1] > dense_xent.MAX_CLASSES:  # The unfused kernels.
+      return softmax_xent.softmax_cross_entropy(dense_op(h, w, b), labels, None, interpret)
+    return dense_xent.dense_softmax_cross_entropy(h, w, b, labels, precision, None, interpret)
+
   return Ops(
-      dense=dense_op,
+      dense=dense_op, dense_softmax_cross_entropy=head_op,
       softmax_cross_entropy=lambda z, y: softmax_xent.softmax_cross_entropy(z, y, None,
                                                                             interpret),
       conv_relu=lambda x, w, b: conv.conv_relu(x, w, b, precision, None, interpret),

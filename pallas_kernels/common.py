@@ -8,6 +8,7 @@ import logging
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
@@ -47,8 +48,14 @@ def interpret_default() -> bool:
   return True
 
 
+def _i32(v):
+  """An index as int32, the type of program ids, also for Python ints when x64 is enabled."""
+  return np.int32(v) if isinstance(v, int) else v.astype(jnp.int32)
+
+
 def load_tile(ref, r0, c0, br, bc):
   """``ref[r0:r0+br, c0:c0+bc]`` as a (br, bc) tile, zeros outside the array."""
+  r0, c0 = _i32(r0), _i32(c0)
   rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
   mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
   return plgpu.load(ref.at[pl.ds(r0, br), pl.ds(c0, bc)], mask=mask, other=0.0)
@@ -59,6 +66,7 @@ def store_tile(ref, r0, c0, value, row_ok=None):
   where ``row_ok`` is False. Stores are always contiguous tiles: scattering through index
   arrays would need distinct in-bounds indices for every lane, masked or not."""
   br, bc = value.shape
+  r0, c0 = _i32(r0), _i32(c0)
   rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
   mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
   if row_ok is not None:

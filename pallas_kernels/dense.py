@@ -25,7 +25,8 @@ from jax.experimental.pallas import triton as plgpu
 from jaxshallow.ops import dense as dense_reference  # noqa: F401  The plain-jnp twin.
 from pallas_kernels import common
 
-DEFAULT_BLOCKS = dict(block_m=64, block_n=64, block_k=32)
+# 32x32x32 measured fastest for the MLP at batch 64 on the H100 (docs/RESULTS.md, block sweep).
+DEFAULT_BLOCKS = dict(block_m=32, block_n=32, block_k=32)
 
 
 def _relu_grad(dy_ref, y_ref, r0, c0, br, bc):
@@ -96,7 +97,7 @@ def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, bloc
 
 # pallas_call wrappers --------------------------------------------------------------------------
 
-def dense_fwd(x, w, b=None, *, relu=False, precision="float32", block_m=64, block_n=64,
+def dense_fwd(x, w, b=None, *, relu=False, precision="float32", block_m=32, block_n=32,
               block_k=32, num_warps=4, num_stages=2, interpret=False):
   (m, k), n = x.shape, w.shape[1]
   kernel = functools.partial(dense_fwd_kernel, relu=relu, has_bias=b is not None,
@@ -110,7 +111,7 @@ def dense_fwd(x, w, b=None, *, relu=False, precision="float32", block_m=64, bloc
       interpret=interpret, name="dense_fwd")(*args)
 
 
-def dense_dx(dy, y, w, *, relu=False, precision="float32", block_m=64, block_n=64, block_k=32,
+def dense_dx(dy, y, w, *, relu=False, precision="float32", block_m=32, block_n=32, block_k=32,
              num_warps=4, num_stages=2, interpret=False):
   m, (k, n) = dy.shape[0], w.shape
   kernel = functools.partial(dense_dx_kernel, relu=relu, block_m=block_m, block_n=block_n,
@@ -123,8 +124,8 @@ def dense_dx(dy, y, w, *, relu=False, precision="float32", block_m=64, block_n=6
       interpret=interpret, name="dense_dx")(*args)
 
 
-def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", block_m=64,
-             block_n=64, block_k=32, num_warps=4, num_stages=2, interpret=False):
+def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", block_m=32,
+             block_n=32, block_k=32, num_warps=4, num_stages=2, interpret=False):
   k, n = x.shape[1], dy.shape[1]
   kernel = functools.partial(dense_dw_kernel, relu=relu, has_bias=has_bias, block_m=block_m,
                              block_n=block_n, block_k=block_k, precision=precision)

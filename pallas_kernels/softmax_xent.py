@@ -42,26 +42,35 @@ def _load_rows(z_ref, labels_ref, m0, block_m):
   return z, labels, rows, cols, row_ok
 
 
+def row_stats(z, labels, cols):
+  """Per row of a logits tile (padded columns -inf): ``log sum exp(z - max z)``, the loss, and
+  whether the first argmax is the label. Shared with the fused output-layer kernel."""
+  zmax = jnp.max(z, axis=1)
+  logsum = jnp.log(jnp.sum(jnp.exp(z - zmax[:, None]), axis=1))
+  picked = jnp.sum(jnp.where(cols[None, :] == labels[:, None], z - zmax[:, None], 0.0), axis=1)
+  first_max = jnp.min(jnp.where(z == zmax[:, None], cols[None, :], cols.shape[0]), axis=1)
+  return logsum, logsum - picked, (first_max == labels).astype(jnp.int32)
+
+
+def softmax_minus_onehot(z, labels, cols, logsum):
+  return (jnp.exp((z - jnp.max(z, axis=1)[:, None]) - logsum[:, None])
+          - jnp.where(cols[None, :] == labels[:, None], 1.0, 0.0))
+
+
 def xent_fwd_kernel(z_ref, labels_ref, loss_ref, logsum_ref, correct_ref, *, block_m):
   m0 = pl.program_id(0) * block_m
   z, labels, rows, cols, row_ok = _load_rows(z_ref, labels_ref, m0, block_m)
-  zmax = jnp.max(z, axis=1)
-  logsum = jnp.log(jnp.sum(jnp.exp(z - zmax[:, None]), axis=1))
-  is_label = cols[None, :] == labels[:, None]
-  picked = jnp.sum(jnp.where(is_label, z - zmax[:, None], 0.0), axis=1)
-  first_max = jnp.min(jnp.where(z == zmax[:, None], cols[None, :], cols.shape[0]), axis=1)
-  plgpu.store(loss_ref.at[pl.ds(m0, block_m)], logsum - picked, mask=row_ok)
+  logsum, loss, correct = row_stats(z, labels, cols)
+  plgpu.store(loss_ref.at[pl.ds(m0, block_m)], loss, mask=row_ok)
   plgpu.store(logsum_ref.at[pl.ds(m0, block_m)], logsum, mask=row_ok)
-  plgpu.store(correct_ref.at[pl.ds(m0, block_m)], (first_max == labels).astype(jnp.int32),
-              mask=row_ok)
+  plgpu.store(correct_ref.at[pl.ds(m0, block_m)], correct, mask=row_ok)
 
 
 def xent_bwd_kernel(z_ref, labels_ref, logsum_ref, scale_ref, dz_ref, *, block_m):
   m0 = pl.program_id(0) * block_m
   z, labels, rows, cols, row_ok = _load_rows(z_ref, labels_ref, m0, block_m)
   logsum = plgpu.load(logsum_ref.at[pl.ds(m0, block_m)], mask=row_ok, other=0.0)
-  p = jnp.exp((z - jnp.max(z, axis=1)[:, None]) - logsum[:, None])
-  dz = (p - jnp.where(cols[None, :] == labels[:, None], 1.0, 0.0)) * scale_ref[...]
+  dz = softmax_minus_onehot(z, labels, cols, logsum) * scale_ref[...]
   mask = row_ok[:, None] & (cols[None, :] < z_ref.shape[1])
   plgpu.store(dz_ref.at[pl.ds(m0, block_m), pl.ds(_ZERO, cols.shape[0])],
               dz.astype(dz_ref.dtype), mask=mask)

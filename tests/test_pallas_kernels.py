@@ -161,3 +161,34 @@ def test_mse_and_grad(n):
   loss64, (dp64,) = reference_vjp(lambda p: ops.mse(p, jnp.asarray(t, jnp.float64)), [p], g)
   assert rel_err(loss, loss64) < TOL
   assert rel_err(vjp(g)[0], dp64) < TOL
+
+
+# The fused output layer ----------------------------------------------------------------------------
+
+from pallas_kernels import dense_xent  # noqa: E402
+
+
+@pytest.mark.parametrize("blocks", [None, (("block_m", 16), ("block_k", 16))],
+                         ids=["default", "16x16"])
+@pytest.mark.parametrize("m,k,n", [(64, 256, 10), (1, 784, 10), (37, 100, 3), (1000, 33, 10),
+                                   (130, 4608, 10), (64, 256, 100)])
+def test_dense_xent_forward_and_grads(m, k, n, blocks):
+  rng = np.random.default_rng()
+  h = np.maximum(rng.standard_normal((m, k)), 0).astype(np.float32)
+  w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+  b = (0.1 * rng.standard_normal(n)).astype(np.float32)
+  labels = rng.integers(0, n, m).astype(np.int32)
+  g = np.float32(rng.uniform(0.5, 2))
+  fn = lambda h, w, b: dense_xent.dense_softmax_cross_entropy(h, w, b, labels, "float32",
+                                                              blocks, True)
+  (loss, correct), vjp = jax.vjp(fn, h, w, b)
+  grads = vjp((jnp.asarray(g), np.zeros((), jax.dtypes.float0)))
+  ref = lambda h, w, b: dense_xent.reference(h, w, b, jnp.asarray(labels))[0]
+  loss64, grads64 = reference_vjp(ref, [h, w, b], g)
+  assert rel_err(loss, loss64) < TOL
+  for got, want in zip(grads, grads64):
+    assert rel_err(got, want) < TOL
+  logits = h.astype(np.float64) @ w + b
+  assert int(correct) == int(np.sum(logits.argmax(1) == labels))
+  # Without differentiation (evaluation) the same loss comes from the forward-only kernel.
+  assert rel_err(fn(h, w, b)[0], loss64) < TOL
