@@ -23,7 +23,7 @@ from jax.experimental import pallas as pl
 import optax
 
 from jaxshallow import mlp, models, ops as ops_lib, train
-from pallas_kernels import common, pallas_ops
+from pallas_kernels import common, dense_xent, pallas_ops
 
 _STEPS = flags.DEFINE_integer("steps", 937, "Iterations per scan (an epoch of MNIST at 64).")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed runs (median).")
@@ -83,6 +83,15 @@ def main(argv):
                unfused(pallas_ops(blocks="64,64,32", interpret=interpret))),
               ("pallas, unfused head, blocks 32x32x32", unfused(pallas_ops(interpret=interpret))),
               ("pallas, fused head (default)", pallas_ops(interpret=interpret))]
+
+  def fused(bm, bk):  # The fused output layer with other blocks.
+    blocks = (("block_m", bm), ("block_k", bk))
+    return pallas_ops(interpret=interpret)._replace(
+        dense_softmax_cross_entropy=lambda h, w, b, y: dense_xent.dense_softmax_cross_entropy(
+            h, w, b, y, "float32", blocks, interpret))
+
+  variants += [(f"pallas, fused head, blocks {bm}x{bk}", fused(bm, bk))
+               for bm, bk in [(64, 128), (32, 64), (16, 128), (16, 32)]]
   batches = order[:937 * 64].reshape(937, 64)
   for name, ops in variants:
     def epoch(p, s, ops=ops):  # train_epoch's scan, with these ops.
