@@ -26,7 +26,9 @@ from jaxshallow.ops import dense_softmax_cross_entropy as reference  # noqa: F40
 from pallas_kernels import common
 from pallas_kernels.softmax_xent import row_stats, softmax_minus_onehot
 
-DEFAULT_BLOCKS = dict(block_m=64, block_k=32)
+# 16x128 measured fastest for the MLP at batch 64 on the H200 (docs/PERFORMANCE.md): four
+# programs share the batch, and K=256 takes two steps.
+DEFAULT_BLOCKS = dict(block_m=16, block_k=128)
 MAX_CLASSES = 128  # Beyond this the logits tile no longer fits registers: use the unfused ops.
 
 
@@ -71,7 +73,7 @@ def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_re
                       row_ok=k0 + jnp.arange(block_k) < k)
 
 
-def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=64, block_k=32,
+def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, block_k=128,
               num_warps=4, interpret=False):
   (m, k), n = h.shape, w.shape[1]
   c_pad = max(16, pl.next_power_of_2(n))
