@@ -1,8 +1,9 @@
 """The absl flags that describe one training configuration, shared by the experiment scripts."""
 
 import dataclasses
+import sys
 
-from absl import flags
+from absl import flags, logging
 
 from jaxshallow import data, runner
 
@@ -54,3 +55,21 @@ def config_from_flags(**overrides) -> runner.Config:
       unroll=_UNROLL.value, placement=_PLACEMENT.value, donate=_DONATE.value, sync=_SYNC.value,
       blocks=_BLOCKS.value)
   return runner.resolve(dataclasses.replace(cfg, **overrides))
+
+
+def run_main(argv, out: str | None, **overrides) -> None:
+  """The body of a training script's ``main``: train the flags' config, print its progress,
+  write ``out`` as JSON. Bad settings and missing data end the program with one line."""
+  logging.set_verbosity(logging.WARNING)  # Hide JAX's backend-probing INFO lines.
+  if len(argv) > 1:
+    sys.exit(f"error: unexpected arguments {' '.join(argv[1:])}")
+  try:
+    cfg = config_from_flags(**overrides)
+    if out:
+      runner.check_writable(out)
+    result = runner.run(cfg)
+  except (runner.ConfigError, data.DataError) as e:
+    sys.exit(f"error: {e}")
+  if out:
+    runner.write_json(result, out)
+    print(f"wrote {out}")

@@ -8,12 +8,9 @@ set is drawn from --seed (small 256, medium 2,560, large 25,600 samples; 2,560 h
 JSON of --out has final_mse (the training set's, after training) and test_mse.
 """
 
-import sys
-
-from absl import app, flags, logging
+from absl import app, flags
 
 from experiments import config_flags
-from jaxshallow import runner
 
 _SIZE = flags.DEFINE_string("size", "large", "small | medium | large")
 _BIAS = flags.DEFINE_bool("bias", False, "Give the layers biases (the study had none).")
@@ -21,20 +18,8 @@ _OUT = flags.DEFINE_string("out", None, "Write the results as JSON to this file.
 
 
 def main(argv):
-  logging.set_verbosity(logging.WARNING)
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments {' '.join(argv[1:])}")
-  try:
-    cfg = config_flags.config_from_flags(model="regression", dataset=_SIZE.value,
-                                         bias=_BIAS.value)
-    if _OUT.value:
-      runner.check_writable(_OUT.value)
-    result = runner.run(cfg)
-  except runner.ConfigError as e:
-    sys.exit(f"error: {e}")
-  if _OUT.value:
-    runner.write_json(result, _OUT.value)
-    print(f"wrote {_OUT.value}")
+  config_flags.run_main(argv, _OUT.value, model="regression", dataset=_SIZE.value,
+                        bias=_BIAS.value)
 
 
 if __name__ == "__main__":
