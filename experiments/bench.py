@@ -84,8 +84,8 @@ class Case:
   repeats: int
 
 
-def build_cases() -> list[Case]:
-  quick, impls = _QUICK.value, _IMPLS.value
+def build_cases(impls: list[str]) -> list[Case]:
+  quick = _QUICK.value
   repeats = 1 if quick else _REPEATS.value
 
   def cfg(workload, impl, **over):
@@ -326,13 +326,13 @@ def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  notes = []
+  notes, impls = [], list(_IMPLS.value)
   try:
-    if "torch" in _IMPLS.value and (why := torch_peer.available()):
+    if "torch" in impls and (why := torch_peer.available()):
       print(f"notice: PyTorch peer skipped: {why}", file=sys.stderr)
       notes.append(f"PyTorch peer skipped: {why}")
-      _IMPLS.value = [i for i in _IMPLS.value if i != "torch"]
-    cases = build_cases()
+      impls.remove("torch")
+    cases = build_cases(impls)
     out_dir = pathlib.Path(_OUT_DIR.value)
     runner.check_writable(out_dir / "results.json")
   except (runner.ConfigError, data.DataError, ValueError) as e:

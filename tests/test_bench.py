@@ -53,3 +53,20 @@ def test_bench_quick(real_data_dir, tmp_path):
   with open(out / "results.csv") as f:
     assert len(list(csv.DictReader(f))) == len(rows)
   assert results["meta"]["jax"] and results["meta"]["device"]
+
+
+def test_bench_without_torch(real_data_dir, tmp_path):
+  """Where torch is missing, the peer is skipped with a notice and the rest still runs."""
+  out = tmp_path / "bench"
+  env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+  code = ("import sys, runpy; sys.modules['torch'] = None; "  # import torch now fails
+          f"sys.argv = ['bench', '--quick', '--workloads=logreg', '--out_dir={out}']; "
+          "runpy.run_module('experiments.bench', run_name='__main__')")
+  p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                     text=True, timeout=600)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  assert "PyTorch peer skipped" in p.stderr
+  md = (out / "RESULTS.md").read_text()
+  assert "PyTorch peer skipped" in md
+  rows = numbers_in_table(md, "Workloads (reference configurations)")
+  assert {r.split("|")[2].strip() for r in rows} == {"numpy", "xla", "pallas"}
