@@ -21,7 +21,6 @@ import pathlib
 import platform
 import subprocess
 import sys
-import time
 
 import numpy as np
 from absl import app, flags, logging
@@ -63,6 +62,7 @@ QUICK = {
 TECHNIQUES = [  # (variant name, Config overrides, whether it is slow)
     ("loop dispatch", dict(dispatch="loop"), True),
     ("loop + loss synced every step", dict(dispatch="loop", sync="step"), True),
+    ("loss synced every 5 epochs", dict(sync_every=5), False),
     ("streamed from host, prefetched", dict(dispatch="loop", placement="streamed"), True),
     ("no donation", dict(donate=False), False),
     ("scan unrolled x4", dict(unroll=4), False),
@@ -151,11 +151,7 @@ def measure(case: Case) -> dict:
   for r in range(case.repeats):
     if r:
       trainer.set_params(init)
-    times, losses = [], []
-    for e in range(cfg.epochs):
-      t0 = time.perf_counter()
-      losses.append(trainer.run_epoch(e))
-      times.append(time.perf_counter() - t0)
+    times, losses = runner.timed_epochs(trainer, cfg.epochs, cfg.sync_every)
     runs.append((sum(times), times, losses))
   total, times, losses = sorted(runs, key=lambda run: run[0])[len(runs) // 2]
   steps = cfg.epochs * (len(ds.train_labels) // cfg.batch_size)

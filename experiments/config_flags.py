@@ -34,6 +34,8 @@ _PLACEMENT = flags.DEFINE_string("placement", "resident", "resident: data on the
 _DONATE = flags.DEFINE_bool("donate", True, "Donate params and optimizer state to each update.")
 _SYNC = flags.DEFINE_string("sync", "epoch", "epoch: fetch the loss once an epoch; step: after "
                             "every step (needs --dispatch=loop).")
+_SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "With --sync=epoch: bring the losses to "
+                                   "the host every N epochs only.")
 _BLOCKS = flags.DEFINE_string("blocks", None, "Pallas dense block sizes BM,BN,BK, or auto.")
 
 
@@ -53,7 +55,7 @@ def config_from_flags(**overrides) -> runner.Config:
       precision=_PRECISION.value, numpy_dtype=_NUMPY_DTYPE.value, data_dir=_DATA_DIR.value,
       train_limit=_TRAIN_LIMIT.value, test_limit=_TEST_LIMIT.value, dispatch=_DISPATCH.value,
       unroll=_UNROLL.value, placement=_PLACEMENT.value, donate=_DONATE.value, sync=_SYNC.value,
-      blocks=_BLOCKS.value)
+      sync_every=_SYNC_EVERY.value, blocks=_BLOCKS.value)
   return runner.resolve(dataclasses.replace(cfg, **overrides))
 
 

@@ -59,6 +59,7 @@ class Config:
   placement: str = "resident"  # resident on the device, or streamed from the host (loop only)
   donate: bool = True  # Donate params and optimizer state to the update.
   sync: str = "epoch"  # epoch: fetch metrics once an epoch; step: after every step (loop only)
+  sync_every: int = 1  # With sync="epoch": bring the losses to the host every N epochs.
   blocks: str | None = None  # Pallas dense block sizes: None, "BM,BN,BK" or "auto".
 
 
@@ -99,8 +100,11 @@ def validate(cfg: Config) -> None:
       (cfg.sync in ("epoch", "step"), f"sync must be epoch or step, got {cfg.sync!r}"),
       (cfg.dispatch == "loop" or (cfg.placement == "resident" and cfg.sync == "epoch"),
        "streamed data and per-step metrics need --dispatch=loop (a scan runs on the device)"),
-      (cfg.impl != "numpy" or (cfg.dispatch, cfg.placement, cfg.sync, cfg.unroll, cfg.donate) ==
-       ("scan", "resident", "epoch", 1, True), "the techniques apply to xla and pallas only"),
+      (cfg.sync_every >= 1, f"sync_every must be at least 1, got {cfg.sync_every}"),
+      (cfg.sync_every == 1 or cfg.sync == "epoch", "--sync_every needs --sync=epoch"),
+      (cfg.impl != "numpy" or (cfg.dispatch, cfg.placement, cfg.sync, cfg.unroll, cfg.donate,
+                               cfg.sync_every) == ("scan", "resident", "epoch", 1, True, 1),
+       "the techniques apply to xla and pallas only"),
       (cfg.blocks is None or cfg.impl == "pallas", "--blocks applies to --impl=pallas only"),
       (positive(cfg.train_limit), f"train_limit must be at least 1, got {cfg.train_limit}"),
       (positive(cfg.test_limit), f"test_limit must be at least 1, got {cfg.test_limit}"),
@@ -159,13 +163,10 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict:
   result = {**dataclasses.asdict(cfg), "hidden": list(cfg.hidden), **device_info(cfg.impl),
             "n_train": len(ds.train_labels), "n_test": len(ds.test_labels),
             "steps_per_epoch": len(ds.train_labels) // cfg.batch_size,
-            "compile_time_s": trainer.compile(), "epoch_time_s": [], "epoch_loss": []}
-  for e in range(cfg.epochs):
-    t0 = time.perf_counter()
-    loss = trainer.run_epoch(e)  # Returns once the epoch's results are on the host.
-    result["epoch_time_s"].append(time.perf_counter() - t0)
-    result["epoch_loss"].append(loss)
-    log(f"epoch {e + 1:3d}/{cfg.epochs}  loss {loss:.5f}  time {result['epoch_time_s'][-1]:.3f}s")
+            "compile_time_s": trainer.compile()}
+  result["epoch_time_s"], result["epoch_loss"] = timed_epochs(
+      trainer, cfg.epochs, cfg.sync_every,
+      log=lambda e, loss, t: log(f"epoch {e + 1:3d}/{cfg.epochs}  loss {loss:.5f}  time {t:.3f}s"))
   result["train_time_s"] = float(sum(result["epoch_time_s"]))
   t0 = time.perf_counter()
   test = trainer.evaluate("test")
@@ -179,6 +180,31 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict:
   log(f"done: {summary}  train {result['train_time_s']:.3f}s  compile "
       f"{result['compile_time_s']:.2f}s  ({result['device']})")
   return result
+
+
+def timed_epochs(trainer, epochs: int, sync_every: int = 1, log=None):
+  """Train ``epochs`` epochs, bringing the losses to the host every ``sync_every`` epochs.
+
+  Returns per-epoch wall times and mean losses. With ``sync_every`` > 1 nothing waits for the
+  device inside a group of epochs, so only the group is timed: each of its epochs gets the
+  group's mean time.
+  """
+  import jax
+  times, losses = [], []
+  for first in range(0, epochs, sync_every):
+    group = range(first, min(first + sync_every, epochs))
+    t0 = time.perf_counter()
+    if sync_every == 1:
+      group_losses = [trainer.run_epoch(first)]  # Returns once the loss is on the host.
+    else:
+      group_losses = [float(v) for v in jax.device_get([trainer.start_epoch(e) for e in group])]
+    seconds = (time.perf_counter() - t0) / len(group)
+    for e, loss in zip(group, group_losses):
+      times.append(seconds)
+      losses.append(loss)
+      if log:
+        log(e, loss, seconds)
+  return times, losses
 
 
 def init_params(cfg: Config, ds: data_lib.Dataset):
@@ -272,11 +298,16 @@ class JaxTrainer:
 
   def run_epoch(self, e: int) -> float:
     """One epoch; returns its mean training loss once it is on the host."""
-    import jax
+    return float(self.start_epoch(e))
+
+  def start_epoch(self, e: int):
+    """One epoch, dispatched; returns its mean training loss as a device value, so that
+    several epochs can run before the host waits (``sync_every``)."""
+    import jax.numpy as jnp
     if self.cfg.dispatch == "scan":
       self.params, self.opt_state, metrics = self.fn(
           self.params, self.opt_state, *self.data["train"], self.orders[e])
-      return float(metrics["loss"])
+      return metrics["loss"]
     losses, streamed = [], self.cfg.placement == "streamed"
     batches = self.orders[e]
     nxt = self._host_batch(batches[0]) if streamed else None
@@ -288,7 +319,7 @@ class JaxTrainer:
         args = (*self.data["train"], idx)
       self.params, self.opt_state, metrics = self.fn(self.params, self.opt_state, *args)
       losses.append(float(metrics["loss"]) if self.cfg.sync == "step" else metrics["loss"])
-    return float(np.mean(jax.device_get(losses)))
+    return jnp.mean(jnp.stack([jnp.asarray(v) for v in losses]))
 
   def evaluate(self, split: str = "test") -> dict:
     from jaxshallow import train

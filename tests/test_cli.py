@@ -135,3 +135,19 @@ def test_regression_bad_size_is_one_line():
   assert p.returncode != 0 and "Traceback" not in p.stderr
   lines = [l for l in p.stderr.splitlines() if l.strip()]
   assert len(lines) == 1 and "unknown dataset 'huge'" in lines[0], p.stderr
+
+
+def test_sync_every_gives_the_same_losses(real_data_dir, tmp_path):
+  """Fetching the loss every 3 epochs instead of every epoch changes timing, not training."""
+  results = []
+  for extra in ([], ["--sync_every=3"], ["--dispatch=loop", "--sync_every=2"]):
+    out = tmp_path / f"r{len(results)}.json"
+    p = run_cli("--epochs=4", "--train_limit=1280", "--test_limit=200", "--hidden=32",
+                f"--out={out}", *extra)
+    assert p.returncode == 0, p.stderr
+    results.append(json.loads(out.read_text()))
+  for r in results[1:]:
+    assert len(r["epoch_time_s"]) == 4 and all(t > 0 for t in r["epoch_time_s"])
+    assert r["epoch_loss"] == pytest.approx(results[0]["epoch_loss"], rel=1e-6)
+  # Within a group of 3 epochs only the group is timed: its epochs share the mean.
+  assert results[1]["epoch_time_s"][0] == results[1]["epoch_time_s"][2]
