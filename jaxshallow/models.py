@@ -19,4 +19,4 @@ MLP = Model("mlp", mlp.apply_mlp, mlp.mlp_features, "xent")
 LOGREG = Model("logreg", mlp.apply_mlp, mlp.mlp_features, "xent")  # No hidden layer: 784 -> 10.
 CNN = Model("cnn", cnn.apply_cnn, cnn.cnn_features, "xent")
 REGRESSION = Model("regression", mlp.apply_mlp, mlp.mlp_features, "mse")
-CLASSIFIERS = {m.name: m for m in (MLP, LOGREG, CNN)}
+BY_NAME = {m.name: m for m in (MLP, LOGREG, CNN, REGRESSION)}

@@ -214,9 +214,13 @@ def init_params(cfg: Config, ds: data_lib.Dataset):
   key = jax.random.key(cfg.seed)
   if cfg.model == "cnn":
     return cnn.init_cnn(key, image_size=ds.train_images.shape[1])
-  n_in = int(np.prod(ds.train_images.shape[1:]))
+  return mlp.init_mlp(key, layer_sizes(cfg, ds), bias=cfg.bias)
+
+
+def layer_sizes(cfg: Config, ds: data_lib.Dataset) -> tuple[int, ...]:
+  """Widths from input to output of the mlp, logreg and regression models."""
   n_out = 1 if cfg.model == "regression" else 10
-  return mlp.init_mlp(key, (n_in, *cfg.hidden, n_out), bias=cfg.bias)
+  return (int(np.prod(ds.train_images.shape[1:])), *cfg.hidden, n_out)
 
 
 def make_trainer(cfg: Config, ds: data_lib.Dataset, params=None):
@@ -249,8 +253,8 @@ class JaxTrainer:
                      for o in orders]
     else:
       self.orders = [[o[s * bs:(s + 1) * bs] for s in range(steps)] for o in orders]
-    model = models.REGRESSION if cfg.model == "regression" else models.CLASSIFIERS[cfg.model]
-    self.static = dict(impl=cfg.impl, precision=cfg.precision, model=model, blocks=cfg.blocks)
+    self.static = dict(impl=cfg.impl, precision=cfg.precision, model=models.BY_NAME[cfg.model],
+                       blocks=cfg.blocks)
     self.fn, self.tune_time_s = None, 0.0
 
   def _autotune(self):
@@ -342,8 +346,7 @@ def dense_shapes(cfg: Config, ds: data_lib.Dataset):
   if cfg.model == "cnn":
     side = (ds.train_images.shape[1] - 4) // 2
     return [(cfg.batch_size, side * side * 32, 10, False)]
-  sizes = (int(np.prod(ds.train_images.shape[1:])), *cfg.hidden,
-           1 if cfg.model == "regression" else 10)
+  sizes = layer_sizes(cfg, ds)
   return [(cfg.batch_size, k, n, i < len(sizes) - 2)
           for i, (k, n) in enumerate(zip(sizes[:-1], sizes[1:]))]
 
@@ -353,16 +356,15 @@ class NumpyTrainer:
 
   def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
     import functools
-    from jaxshallow import numpy_cnn, numpy_ref
+    from jaxshallow import models, numpy_cnn, numpy_ref
     self.cfg, self.ds = cfg, ds
+    self.loss = models.BY_NAME[cfg.model].loss
     self.dtype = np.dtype(cfg.numpy_dtype).type
     self.init, self.update = numpy_ref.make_optimizer(cfg.optimizer, self.dtype(cfg.lr),
                                                       self.dtype(cfg.momentum))
     if cfg.model == "cnn":
-      self.grad_fn, self.forward_fn, self.loss = (numpy_cnn.loss_and_grads, numpy_cnn.forward,
-                                                  "xent")
+      self.grad_fn, self.forward_fn = numpy_cnn.loss_and_grads, numpy_cnn.forward
     else:
-      self.loss = "mse" if cfg.model == "regression" else "xent"
       self.grad_fn = functools.partial(numpy_ref.loss_and_grads, loss=self.loss)
       self.forward_fn = numpy_ref.forward
     self.set_params(params)

@@ -39,7 +39,7 @@ def _load_rows(z_ref, labels_ref, m0, block_m):
                  other=0.0).astype(common.acc_dtype(z_ref.dtype))
   z = jnp.where(cols[None, :] < c, z, -jnp.inf)
   labels = plgpu.load(labels_ref.at[pl.ds(m0, block_m)], mask=row_ok, other=0)
-  return z, labels, rows, cols, row_ok
+  return z, labels, cols, row_ok
 
 
 def row_stats(z, labels, cols):
@@ -59,7 +59,7 @@ def softmax_minus_onehot(z, labels, cols, logsum):
 
 def xent_fwd_kernel(z_ref, labels_ref, loss_ref, logsum_ref, correct_ref, *, block_m):
   m0 = pl.program_id(0) * block_m
-  z, labels, rows, cols, row_ok = _load_rows(z_ref, labels_ref, m0, block_m)
+  z, labels, cols, row_ok = _load_rows(z_ref, labels_ref, m0, block_m)
   logsum, loss, correct = row_stats(z, labels, cols)
   plgpu.store(loss_ref.at[pl.ds(m0, block_m)], loss, mask=row_ok)
   plgpu.store(logsum_ref.at[pl.ds(m0, block_m)], logsum, mask=row_ok)
@@ -68,7 +68,7 @@ def xent_fwd_kernel(z_ref, labels_ref, loss_ref, logsum_ref, correct_ref, *, blo
 
 def xent_bwd_kernel(z_ref, labels_ref, logsum_ref, scale_ref, dz_ref, *, block_m):
   m0 = pl.program_id(0) * block_m
-  z, labels, rows, cols, row_ok = _load_rows(z_ref, labels_ref, m0, block_m)
+  z, labels, cols, row_ok = _load_rows(z_ref, labels_ref, m0, block_m)
   logsum = plgpu.load(logsum_ref.at[pl.ds(m0, block_m)], mask=row_ok, other=0.0)
   dz = softmax_minus_onehot(z, labels, cols, logsum) * scale_ref[...]
   mask = row_ok[:, None] & (cols[None, :] < z_ref.shape[1])
