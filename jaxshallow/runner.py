@@ -323,7 +323,9 @@ class JaxTrainer:
         args = (*self.data["train"], idx)
       self.params, self.opt_state, metrics = self.fn(self.params, self.opt_state, *args)
       losses.append(float(metrics["loss"]) if self.cfg.sync == "step" else metrics["loss"])
-    return jnp.mean(jnp.stack([jnp.asarray(v) for v in losses]))
+    if self.cfg.sync == "step":
+      return float(np.mean(losses))  # Already on the host: nothing to send back.
+    return jnp.mean(jnp.stack(losses))
 
   def evaluate(self, split: str = "test") -> dict:
     from jaxshallow import train
