@@ -47,19 +47,23 @@ def dense_cases(rng, interpret):
         w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
         b = rng.standard_normal(n).astype(np.float32)
         dy = rng.standard_normal((m, n), np.float32)
-        fn = jax.jit(lambda x, w, b, dy: jax.vjp(
-            lambda *a: dense.dense(*a, True, precision, blocks, interpret), x, w, b)[1](dy))
-        y = jax.jit(lambda x, w, b: dense.dense(x, w, b, True, precision, blocks, interpret))
-        got = [y(x, w, b), *fn(x, w, b, dy)]
         x64, w64, b64 = (a.astype(np.float64) for a in (x, w, b))
         z = x64 @ w64 + b64
-        # The mask of the kernel's own output: in reduced precision a z near 0 may flip sign,
-        # which is rounding, not a backward bug. The forward is checked against exact z.
-        g = dy * (np.asarray(got[0]) > 0)
-        ref = [np.maximum(z, 0), g @ w64.T, x64.T @ g, g.sum(0)]
-        err = max(rel_err(a, r) for a, r in zip(got, ref))
         name = "x".join(str(v) for _, v in blocks) if blocks else "default"
-        yield f"dense+relu m={m} k={k} n={n} blocks={name}", precision, err
+        # W as stored (K, N), and pre-transposed (N, K), where dw comes back as (N, K).
+        for w_t in (False, True):
+          op = lambda x, w, b: dense.dense(x, w, b, True, precision, blocks, interpret, w_t)
+          fn = jax.jit(lambda x, w, b, dy: (op(x, w, b), *jax.vjp(op, x, w, b)[1](dy)))
+          got = list(fn(x, np.ascontiguousarray(w.T) if w_t else w, b, dy))
+          if w_t:
+            got[2] = np.asarray(got[2]).T
+          # The mask of the kernel's own output: in reduced precision a z near 0 may flip
+          # sign, which is rounding, not a backward bug. The forward is checked against exact z.
+          g = dy * (np.asarray(got[0]) > 0)
+          ref = [np.maximum(z, 0), g @ w64.T, x64.T @ g, g.sum(0)]
+          err = max(rel_err(a, r) for a, r in zip(got, ref))
+          layout = " W(N,K)" if w_t else ""
+          yield f"dense+relu m={m} k={k} n={n} blocks={name}{layout}", precision, err
 
 
 def xent_cases(rng, interpret):

@@ -6,8 +6,10 @@ kernel launch inside it cost, measured the way the trainers run (one ``lax.scan`
 Prints microseconds per iteration for a scan of 937 iterations (one MNIST epoch at batch 64) whose
 body is empty, does one tiny XLA op, or chains 1, 2, 4 or 8 trivial Pallas kernels; then the
 reference MLP step with xla and with each stage of the Pallas path (the first version: unfused
-output layer, 64x64x32 blocks; then 32x32x32 blocks; then the fused output layer, the default).
-Median of 20 runs after a warm-up.
+output layer, 64x64x32 blocks; then 32x32x32 blocks; then the fused output layer, the default);
+then the hidden layer alone (dense 784->256 + ReLU, forward and backward) with W stored as
+(K, N) and pre-transposed as (N, K), at batch 64, 1024 and 8192. Median of 20 runs after a
+warm-up.
 """
 
 import statistics
@@ -23,7 +25,7 @@ from jax.experimental import pallas as pl
 import optax
 
 from jaxshallow import mlp, models, ops as ops_lib, train
-from pallas_kernels import common, dense_xent, pallas_ops
+from pallas_kernels import common, dense, dense_xent, pallas_ops
 
 _STEPS = flags.DEFINE_integer("steps", 937, "Iterations per scan (an epoch of MNIST at 64).")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed runs (median).")
@@ -46,6 +48,30 @@ def time_us_per_step(fn, *args, steps):
     jax.block_until_ready(fn(*args))
     times.append(time.perf_counter() - t0)
   return 1e6 * statistics.median(times) / steps
+
+
+def layout_rows(interpret, steps=200):
+  """The hidden layer's forward and backward, W as (K, N) and as (N, K), in a scan whose
+  iterations depend on each other through W (a tiny SGD step), as in training."""
+  rows = []
+  for m in (64, 1024, 8192):
+    x = jax.random.uniform(jax.random.key(1), (m, 784))
+    for w_t in (False, True):
+      shape = (256, 784) if w_t else (784, 256)
+      w = jax.random.normal(jax.random.key(2), shape) * 0.05
+      b = jnp.zeros((256,))
+
+      def body(wb, _, w_t=w_t):
+        y, vjp = jax.vjp(lambda w, b: dense.dense(x, w, b, True, "float32", None, interpret,
+                                                  w_t), *wb)
+        dw, db = vjp(y)
+        return (wb[0] - 1e-6 * dw, wb[1] - 1e-6 * db), None
+
+      fn = jax.jit(lambda w, b, body=body: lax.scan(body, (w, b), None, length=steps)[0])
+      layout = "(N, K) pre-transposed" if w_t else "(K, N)"
+      rows.append((f"dense 784->256 fwd+bwd, batch {m}, W {layout}",
+                   time_us_per_step(fn, w, b, steps=steps)))
+  return rows
 
 
 def main(argv):
@@ -105,10 +131,11 @@ def main(argv):
     params = mlp.init_mlp(jax.random.key(0), (784, 256, 10))
     rows.append((f"MLP step, {name}", time_us_per_step(jax.jit(epoch), params,
                                                         tx.init(params), steps=937)))
+  rows += layout_rows(interpret)
   d = jax.devices()[0]
   print(f"device {d.platform}: {d.device_kind}; jax {jax.__version__}")
   for name, us in rows:
-    print(f"{name:48s} {us:8.2f} us per iteration")
+    print(f"{name:56s} {us:8.2f} us per iteration")
 
 
 if __name__ == "__main__":

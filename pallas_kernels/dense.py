@@ -10,6 +10,11 @@ Backward (``g = dy * [y > 0]``, the ReLU mask applied inside each kernel, never 
 
 Edges: every load and store is masked, so any M, K, N works with any power-of-two block sizes
 (Triton needs powers of two, and at least 16 for the operands of a dot).
+
+Weight layout: ``w_transposed=True`` takes W stored pre-transposed, as (N, K), the layout a CUDA
+study of this MLP found faster for its hand-written kernels; dw then comes back as (N, K) too.
+The kernels only swap which tile they load and which operand of the tile product is transposed.
+Measured on the H100 by ``experiments.floors`` (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -39,14 +44,22 @@ def _relu_grad(dy_ref, y_ref, r0, c0, br, bc):
 
 # Kernels -------------------------------------------------------------------------------------
 
-def dense_fwd_kernel(x_ref, w_ref, *rest, relu, has_bias, block_m, block_n, block_k, precision):
+def _load_w(w_ref, k0, n0, block_k, block_n, w_transposed):
+  """The (k0, n0) tile of W: (block_k, block_n), or (block_n, block_k) if W is stored as (N, K)."""
+  if w_transposed:
+    return common.load_tile(w_ref, n0, k0, block_n, block_k)
+  return common.load_tile(w_ref, k0, n0, block_k, block_n)
+
+
+def dense_fwd_kernel(x_ref, w_ref, *rest, relu, has_bias, block_m, block_n, block_k, precision,
+                     w_transposed):
   b_ref, y_ref = (rest if has_bias else (None, *rest))
   m0, n0 = pl.program_id(0) * block_m, pl.program_id(1) * block_n
 
   def body(k, acc):
     x = common.load_tile(x_ref, m0, k * block_k, block_m, block_k)
-    w = common.load_tile(w_ref, k * block_k, n0, block_k, block_n)
-    return acc + common.dot(x, w, precision)
+    w = _load_w(w_ref, k * block_k, n0, block_k, block_n, w_transposed)
+    return acc + common.dot(x, w, precision, trans_b=w_transposed)
 
   acc = lax.fori_loop(0, pl.cdiv(x_ref.shape[1], block_k), body,
                       jnp.zeros((block_m, block_n), common.acc_dtype(x_ref.dtype)))
@@ -58,21 +71,22 @@ def dense_fwd_kernel(x_ref, w_ref, *rest, relu, has_bias, block_m, block_n, bloc
   common.store_tile(y_ref, m0, n0, acc)
 
 
-def dense_dx_kernel(dy_ref, *rest, relu, block_m, block_n, block_k, precision):
+def dense_dx_kernel(dy_ref, *rest, relu, block_m, block_n, block_k, precision, w_transposed):
   y_ref, w_ref, dx_ref = (rest if relu else (None, *rest))
   m0, k0 = pl.program_id(0) * block_m, pl.program_id(1) * block_k
 
   def body(n, acc):
     g = _relu_grad(dy_ref, y_ref, m0, n * block_n, block_m, block_n)
-    w = common.load_tile(w_ref, k0, n * block_n, block_k, block_n)
-    return acc + common.dot(g, w, precision, trans_b=True)
+    w = _load_w(w_ref, k0, n * block_n, block_k, block_n, w_transposed)
+    return acc + common.dot(g, w, precision, trans_b=not w_transposed)
 
   acc = lax.fori_loop(0, pl.cdiv(dy_ref.shape[1], block_n), body,
                       jnp.zeros((block_m, block_k), common.acc_dtype(dy_ref.dtype)))
   common.store_tile(dx_ref, m0, k0, acc)
 
 
-def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, block_k, precision):
+def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, block_k, precision,
+                    w_transposed):
   y_ref, *outs = (rest if relu else (None, *rest))
   dw_ref, db_ref = (outs if has_bias else (outs[0], None))
   k0, n0 = pl.program_id(0) * block_k, pl.program_id(1) * block_n
@@ -81,12 +95,15 @@ def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, bloc
     acc, db = carry
     x = common.load_tile(x_ref, m * block_m, k0, block_m, block_k)
     g = _relu_grad(dy_ref, y_ref, m * block_m, n0, block_m, block_n)
+    if w_transposed:  # The (N, K) tile g^T x.
+      return acc + common.dot(g, x, precision, trans_a=True), db + jnp.sum(g, axis=0)
     return acc + common.dot(x, g, precision, trans_a=True), db + jnp.sum(g, axis=0)
 
+  tile = (block_n, block_k) if w_transposed else (block_k, block_n)
   acc, db = lax.fori_loop(0, pl.cdiv(x_ref.shape[0], block_m), body,
-                          (jnp.zeros((block_k, block_n), common.acc_dtype(x_ref.dtype)),
+                          (jnp.zeros(tile, common.acc_dtype(x_ref.dtype)),
                            jnp.zeros((block_n,), common.acc_dtype(dy_ref.dtype))))
-  common.store_tile(dw_ref, k0, n0, acc)
+  common.store_tile(dw_ref, *((n0, k0) if w_transposed else (k0, n0)), acc)
   if has_bias:
     @pl.when(pl.program_id(0) == 0)  # Every row of programs sums the same g; one stores it.
     def _():
@@ -97,12 +114,12 @@ def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, bloc
 
 # pallas_call wrappers --------------------------------------------------------------------------
 
-def dense_fwd(x, w, b=None, *, relu=False, precision="float32", block_m=32, block_n=32,
-              block_k=32, num_warps=4, num_stages=2, interpret=False):
-  (m, k), n = x.shape, w.shape[1]
+def dense_fwd(x, w, b=None, *, relu=False, precision="float32", w_transposed=False,
+              block_m=32, block_n=32, block_k=32, num_warps=4, num_stages=2, interpret=False):
+  (m, k), n = x.shape, w.shape[0 if w_transposed else 1]
   kernel = functools.partial(dense_fwd_kernel, relu=relu, has_bias=b is not None,
                              block_m=block_m, block_n=block_n, block_k=block_k,
-                             precision=precision)
+                             precision=precision, w_transposed=w_transposed)
   args = (x, w) if b is None else (x, w, b)
   return pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
@@ -111,11 +128,11 @@ def dense_fwd(x, w, b=None, *, relu=False, precision="float32", block_m=32, bloc
       interpret=interpret, name="dense_fwd")(*args)
 
 
-def dense_dx(dy, y, w, *, relu=False, precision="float32", block_m=32, block_n=32, block_k=32,
-             num_warps=4, num_stages=2, interpret=False):
-  m, (k, n) = dy.shape[0], w.shape
+def dense_dx(dy, y, w, *, relu=False, precision="float32", w_transposed=False, block_m=32,
+             block_n=32, block_k=32, num_warps=4, num_stages=2, interpret=False):
+  m, (k, n) = dy.shape[0], (w.shape[::-1] if w_transposed else w.shape)
   kernel = functools.partial(dense_dx_kernel, relu=relu, block_m=block_m, block_n=block_n,
-                             block_k=block_k, precision=precision)
+                             block_k=block_k, precision=precision, w_transposed=w_transposed)
   args = (dy, y, w) if relu else (dy, w)
   return pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct((m, k), dy.dtype),
@@ -124,12 +141,13 @@ def dense_dx(dy, y, w, *, relu=False, precision="float32", block_m=32, block_n=3
       interpret=interpret, name="dense_dx")(*args)
 
 
-def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", block_m=32,
-             block_n=32, block_k=32, num_warps=4, num_stages=2, interpret=False):
+def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", w_transposed=False,
+             block_m=32, block_n=32, block_k=32, num_warps=4, num_stages=2, interpret=False):
   k, n = x.shape[1], dy.shape[1]
   kernel = functools.partial(dense_dw_kernel, relu=relu, has_bias=has_bias, block_m=block_m,
-                             block_n=block_n, block_k=block_k, precision=precision)
-  out_shape = [jax.ShapeDtypeStruct((k, n), x.dtype)]
+                             block_n=block_n, block_k=block_k, precision=precision,
+                             w_transposed=w_transposed)
+  out_shape = [jax.ShapeDtypeStruct((n, k) if w_transposed else (k, n), x.dtype)]
   if has_bias:
     out_shape.append(jax.ShapeDtypeStruct((n,), x.dtype))
   args = (x, dy, y) if relu else (x, dy)
@@ -142,24 +160,26 @@ def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", block_
 
 # The differentiable op -------------------------------------------------------------------------
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6))
-def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=False):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6, 7))
+def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=False,
+          w_transposed=False):
   """``act(x @ w + b)`` through Pallas kernels, forward and backward. ``b`` may be None.
 
   ``blocks`` is a hashable tuple of (name, value) pairs overriding ``DEFAULT_BLOCKS``.
+  ``w_transposed``: ``w`` is stored as (N, K), and computes ``act(x @ w.T + b)``.
   """
-  return dense_fwd(x, w, b, relu=relu, precision=precision, interpret=interpret,
-                   **common.blocks(DEFAULT_BLOCKS, blocks))
+  return dense_fwd(x, w, b, relu=relu, precision=precision, w_transposed=w_transposed,
+                   interpret=interpret, **common.blocks(DEFAULT_BLOCKS, blocks))
 
 
-def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret):
-  y = dense(x, w, b, relu, precision, blocks, interpret)
+def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
+  y = dense(x, w, b, relu, precision, blocks, interpret, w_transposed)
   return y, (x, w, b, y if relu else None)  # b rides along only to say whether it exists.
 
 
-def _dense_vjp_bwd(relu, precision, blocks, interpret, res, dy):
+def _dense_vjp_bwd(relu, precision, blocks, interpret, w_transposed, res, dy):
   x, w, b, y = res
-  kw = dict(relu=relu, precision=precision, interpret=interpret,
+  kw = dict(relu=relu, precision=precision, interpret=interpret, w_transposed=w_transposed,
             **common.blocks(DEFAULT_BLOCKS, blocks))
   dx = dense_dx(dy, y, w, **kw)
   dw, db = dense_dw(x, dy, y, has_bias=b is not None, **kw)

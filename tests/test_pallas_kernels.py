@@ -61,6 +61,28 @@ def test_dense_forward_and_grads(m, k, n, blocks, relu, bias):
     assert 0 < np.mean(np.asarray(y) == 0) < 1
 
 
+@pytest.mark.parametrize("blocks", BLOCKS[:2], ids=["default", "16x16x16"])
+@pytest.mark.parametrize("m,k,n", [(1, 784, 256), (37, 100, 10), (64, 784, 256), (37, 33, 1000)])
+def test_dense_pretransposed_w(m, k, n, blocks):
+  """W stored as (N, K): the same values and gradients as the (K, N) layout's reference, dw in
+  the stored layout."""
+  rng = np.random.default_rng()
+  x = rng.standard_normal((m, k), np.float32)
+  w_t = rng.standard_normal((n, k), np.float32) / np.sqrt(k)
+  b = rng.standard_normal(n).astype(np.float32)
+  dy = rng.standard_normal((m, n), np.float32)
+
+  fn = lambda x, w_t, b: dense_lib.dense(x, w_t, b, True, "float32", blocks, True, True)
+  y, vjp = jax.vjp(fn, x, w_t, b)
+  dx, dw_t, db = vjp(jnp.asarray(dy))
+  ref = lambda x, w_t, b: dense_lib.dense_reference(x, w_t.T, b, relu=True)
+  y64, (dx64, dw_t64, db64) = reference_vjp(ref, [x, w_t, b], dy)
+
+  assert dw_t.shape == (n, k)
+  for got, want in [(y, y64), (dx, dx64), (dw_t, dw_t64), (db, db64)]:
+    assert rel_err(got, want) < TOL
+
+
 @pytest.mark.parametrize("precision,tol", [("tf32", 5e-3), ("bfloat16", 2e-2)])
 def test_dense_reduced_precision(precision, tol):
   """Tolerances of the reduced modes (on CPU they compute more exactly than on a GPU)."""
