@@ -1,6 +1,9 @@
-"""Test accuracy (or final MSE) over a grid of learning rates and seeds, for choosing defaults.
+"""Accuracy (or final MSE) over a grid of learning rates and seeds, for choosing defaults.
 
   python -m experiments.sweep --model=cnn --dataset=fashion --lrs=0.02,0.05,0.1 --seeds=0,1,2
+
+Classifiers are scored on a holdout of the last --holdout training images (trained on the rest),
+not on the test set, so that a default chosen here is not fitted to the test set.
 """
 
 import sys
@@ -13,16 +16,24 @@ from jaxshallow import data, runner
 
 _LRS = flags.DEFINE_list("lrs", ["0.05", "0.1"], "Learning rates to try.")
 _SEEDS = flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds to try each with.")
+_HOLDOUT = flags.DEFINE_integer("holdout", 10000, "Training images held out for scoring "
+                                "classifiers (0: score on the test set).")
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   try:
+    cfg = config_flags.config_from_flags()
+    holdout = 0 if cfg.model == "regression" else _HOLDOUT.value
+    print("scored by: " + ("final MSE on the training set" if cfg.model == "regression" else
+                           f"accuracy on a holdout of {holdout} training images" if holdout else
+                           "accuracy on the test set"))
     for lr in map(float, _LRS.value):
       scores = []
       for seed in map(int, _SEEDS.value):
-        r = runner.run(config_flags.config_from_flags(lr=lr, seed=seed), log=lambda s: None)
+        r = runner.run(config_flags.config_from_flags(lr=lr, seed=seed, holdout=holdout),
+                       log=lambda s: None)
         scores.append(r.get("test_accuracy", r.get("final_mse")))
       print(f"lr {lr:<8g} " + "  ".join(f"{s:.4f}" for s in scores) +
             f"   min {min(scores):.4f}  mean {np.mean(scores):.4f}", flush=True)

@@ -53,6 +53,9 @@ class Config:
   data_dir: str | None = None
   train_limit: int | None = None  # Use only the first N training examples (quick runs, tests).
   test_limit: int | None = None
+  # Hold out the last N training examples and evaluate on them instead of the test set, so that
+  # choosing settings (experiments.sweep) never looks at the test set.
+  holdout: int = 0
   # Techniques (xla and pallas): see the README's table.
   dispatch: str = "scan"  # scan: the epoch is one compiled loop; loop: Python loop over a jit step
   unroll: int = 1  # Steps per iteration of the scan.
@@ -108,6 +111,7 @@ def validate(cfg: Config) -> None:
       (cfg.blocks is None or cfg.impl == "pallas", "--blocks applies to --impl=pallas only"),
       (positive(cfg.train_limit), f"train_limit must be at least 1, got {cfg.train_limit}"),
       (positive(cfg.test_limit), f"test_limit must be at least 1, got {cfg.test_limit}"),
+      (cfg.holdout >= 0, f"holdout must be at least 0, got {cfg.holdout}"),
   ]
   for ok, message in checks:
     if not ok:
@@ -138,6 +142,13 @@ def load_data(cfg: Config) -> data_lib.Dataset:
   tr, te = slice(cfg.train_limit), slice(cfg.test_limit)
   ds = data_lib.Dataset(ds.train_images[tr], ds.train_labels[tr], ds.test_images[te],
                         ds.test_labels[te])
+  if cfg.holdout:
+    if cfg.holdout >= len(ds.train_labels):
+      raise ConfigError(f"holdout {cfg.holdout} leaves no training examples (the training set "
+                        f"has {len(ds.train_labels)})")
+    keep = len(ds.train_labels) - cfg.holdout
+    ds = data_lib.Dataset(ds.train_images[:keep], ds.train_labels[:keep],
+                          ds.train_images[keep:], ds.train_labels[keep:])
   if cfg.batch_size > len(ds.train_labels):
     raise ConfigError(f"batch_size {cfg.batch_size} is larger than the training set "
                       f"({len(ds.train_labels)} examples)")
@@ -162,6 +173,7 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict:
   trainer = make_trainer(cfg, ds)
   result = {**dataclasses.asdict(cfg), "hidden": list(cfg.hidden), **device_info(cfg.impl),
             "n_train": len(ds.train_labels), "n_test": len(ds.test_labels),
+            "evaluated_on": "holdout" if cfg.holdout else "test",
             "steps_per_epoch": len(ds.train_labels) // cfg.batch_size,
             "compile_time_s": trainer.compile()}
   result["epoch_time_s"], result["epoch_loss"] = timed_epochs(

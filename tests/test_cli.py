@@ -1,5 +1,6 @@
 """experiments.mnist end to end, as a user runs it."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -151,3 +152,25 @@ def test_sync_every_gives_the_same_losses(real_data_dir, tmp_path):
     assert r["epoch_loss"] == pytest.approx(results[0]["epoch_loss"], rel=1e-6)
   # Within a group of 3 epochs only the group is timed: its epochs share the mean.
   assert results[1]["epoch_time_s"][0] == results[1]["epoch_time_s"][2]
+
+
+def test_sweep_scores_on_a_holdout_of_the_training_set(real_data_dir):
+  p = run_cli("--model=logreg", "--epochs=1", "--train_limit=1200", "--holdout=200",
+              "--lrs=0.1,0.3", "--seeds=0,1", script="experiments.sweep")
+  assert p.returncode == 0, p.stderr
+  lines = p.stdout.splitlines()
+  assert lines[0] == "scored by: accuracy on a holdout of 200 training images"
+  rows = [l.split() for l in lines[1:]]
+  assert [r[1] for r in rows] == ["0.1", "0.3"]
+  scores = [float(v) for r in rows for v in r[2:4]]
+  assert all(0.5 < s <= 1.0 for s in scores), lines  # 1,000 images, one epoch: above chance.
+
+
+def test_holdout_scores_on_training_images_not_the_test_set(real_data_dir):
+  from jaxshallow import runner
+  cfg = runner.Config(model="logreg", epochs=1, train_limit=1200, holdout=200,
+                      data_dir=str(real_data_dir))
+  r = runner.run(cfg, log=lambda s: None)
+  assert (r["n_train"], r["n_test"], r["evaluated_on"]) == (1000, 200, "holdout")
+  with pytest.raises(runner.ConfigError, match="leaves no training examples"):
+    runner.run(dataclasses.replace(cfg, holdout=1200), log=lambda s: None)
