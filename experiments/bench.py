@@ -35,8 +35,8 @@ _IMPLS = flags.DEFINE_list("impls", ["numpy", "xla", "pallas", "torch"],
 _TECHNIQUES = flags.DEFINE_bool("techniques", True, "Measure the technique switches on the MLP.")
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["256", "1024", "8192"],
                                  "Further MLP batch sizes (64 is the reference).")
-_BLOCK_SWEEP = flags.DEFINE_list("block_sweep", ["16,16,16", "32,32,32", "64,64,32",
-                                                 "128,128,32", "auto"],
+_BLOCK_SWEEP = flags.DEFINE_list("block_sweep", ["16,16,16", "16,16,64", "16,16,128",
+                                                 "32,32,32", "64,64,32", "128,128,32", "auto"],
                                  "Pallas dense block sizes to time on the MLP (BM,BN,BK or auto).")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per fast configuration (median).")
 _NUMPY_EPOCHS = flags.DEFINE_integer("numpy_epochs", 1, "Epochs of the NumPy baseline (slow).")

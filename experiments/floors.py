@@ -6,10 +6,11 @@ kernel launch inside it cost, measured the way the trainers run (one ``lax.scan`
 Prints microseconds per iteration for a scan of 937 iterations (one MNIST epoch at batch 64) whose
 body is empty, does one tiny XLA op, or chains 1, 2, 4 or 8 trivial Pallas kernels; then the
 reference MLP step with xla and with each stage of the Pallas path (the first version: unfused
-output layer, 64x64x32 blocks; then 32x32x32 blocks; then the fused output layer, the default);
+output layer, 64x64x32 blocks; then 32x32x32 blocks; then the fused output layer; then 16x16x128
+blocks for the hidden layer, the default);
 then the hidden layer alone (dense 784->256 + ReLU, forward and backward) with W stored as
-(K, N) and pre-transposed as (N, K), at batch 64, 1024 and 8192. Median of 20 runs after a
-warm-up.
+(K, N) and pre-transposed as (N, K), at batch 64 (with four block sizes), 1024 and 8192. Median
+of 20 runs after a warm-up.
 """
 
 import statistics
@@ -25,7 +26,7 @@ from jax.experimental import pallas as pl
 import optax
 
 from jaxshallow import mlp, models, ops as ops_lib, train
-from pallas_kernels import common, dense, dense_xent, pallas_ops
+from pallas_kernels import common, dense, dense_xent, pallas_ops, parse_blocks
 
 _STEPS = flags.DEFINE_integer("steps", 937, "Iterations per scan (an epoch of MNIST at 64).")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed runs (median).")
@@ -52,24 +53,28 @@ def time_us_per_step(fn, *args, steps):
 
 def layout_rows(interpret, steps=200):
   """The hidden layer's forward and backward, W as (K, N) and as (N, K), in a scan whose
-  iterations depend on each other through W (a tiny SGD step), as in training."""
+  iterations depend on each other through W (a tiny SGD step), as in training. At batch 64
+  also with other blocks, in case the pre-transposed layout wants different ones."""
   rows = []
-  for m in (64, 1024, 8192):
+  cases = [(64, blocks) for blocks in (None, "16,16,16", "64,64,32", "32,32,64")]
+  cases += [(1024, None), (8192, None)]
+  for m, blocks in cases:
     x = jax.random.uniform(jax.random.key(1), (m, 784))
     for w_t in (False, True):
       shape = (256, 784) if w_t else (784, 256)
       w = jax.random.normal(jax.random.key(2), shape) * 0.05
       b = jnp.zeros((256,))
 
-      def body(wb, _, w_t=w_t):
-        y, vjp = jax.vjp(lambda w, b: dense.dense(x, w, b, True, "float32", None, interpret,
+      def body(wb, _, w_t=w_t, blocks=parse_blocks(blocks)):
+        y, vjp = jax.vjp(lambda w, b: dense.dense(x, w, b, True, "float32", blocks, interpret,
                                                   w_t), *wb)
         dw, db = vjp(y)
         return (wb[0] - 1e-6 * dw, wb[1] - 1e-6 * db), None
 
       fn = jax.jit(lambda w, b, body=body: lax.scan(body, (w, b), None, length=steps)[0])
       layout = "(N, K) pre-transposed" if w_t else "(K, N)"
-      rows.append((f"dense 784->256 fwd+bwd, batch {m}, W {layout}",
+      name = f"blocks {blocks.replace(',', 'x')}" if blocks else "default blocks"
+      rows.append((f"dense 784->256 fwd+bwd, batch {m}, {name}, W {layout}",
                    time_us_per_step(fn, w, b, steps=steps)))
   return rows
 
@@ -107,17 +112,21 @@ def main(argv):
   variants = [("xla", ops_lib.get_ops("xla")),
               ("pallas, unfused head, blocks 64x64x32",
                unfused(pallas_ops(blocks="64,64,32", interpret=interpret))),
-              ("pallas, unfused head, blocks 32x32x32", unfused(pallas_ops(interpret=interpret))),
-              ("pallas, fused head (default)", pallas_ops(interpret=interpret))]
+              ("pallas, unfused head, blocks 32x32x32",
+               unfused(pallas_ops(blocks="32,32,32", interpret=interpret))),
+              ("pallas, fused head, hidden blocks 32x32x32",
+               pallas_ops(blocks="32,32,32", interpret=interpret)),
+              ("pallas, fused head, hidden blocks 16x16x128 (default)",
+               pallas_ops(interpret=interpret))]
 
-  def fused(bm, bk):  # The fused output layer with other blocks.
+  def fused(bm, bk):  # The fused output layer with other blocks (default hidden blocks).
     blocks = (("block_m", bm), ("block_k", bk))
     return pallas_ops(interpret=interpret)._replace(
         dense_softmax_cross_entropy=lambda h, w, b, y: dense_xent.dense_softmax_cross_entropy(
             h, w, b, y, "float32", blocks, interpret))
 
   variants += [(f"pallas, fused head, blocks {bm}x{bk}", fused(bm, bk))
-               for bm, bk in [(64, 128), (32, 64), (16, 128), (16, 32)]]
+               for bm, bk in [(64, 128), (32, 64), (16, 32)]]
   batches = order[:937 * 64].reshape(937, 64)
   for name, ops in variants:
     def epoch(p, s, ops=ops):  # train_epoch's scan, with these ops.
@@ -135,7 +144,7 @@ def main(argv):
   d = jax.devices()[0]
   print(f"device {d.platform}: {d.device_kind}; jax {jax.__version__}")
   for name, us in rows:
-    print(f"{name:56s} {us:8.2f} us per iteration")
+    print(f"{name:76s} {us:8.2f} us per iteration")
 
 
 if __name__ == "__main__":

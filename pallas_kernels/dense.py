@@ -30,8 +30,16 @@ from jax.experimental.pallas import triton as plgpu
 from jaxshallow.ops import dense as dense_reference  # noqa: F401  The plain-jnp twin.
 from pallas_kernels import common
 
-# 32x32x32 measured fastest for the MLP at batch 64 on the H100 (docs/RESULTS.md, block sweep).
-DEFAULT_BLOCKS = dict(block_m=32, block_n=32, block_k=32)
+
+def default_blocks(m: int, k: int) -> dict:
+  """Block sizes by batch, as measured on the H100 (docs/PERFORMANCE.md): up to 256 rows, many
+  thin programs with long K steps (16x16x128: 29.7 us per MLP step at batch 64, against 40.2
+  for 32x32x32); above that, 32x32x32 tiles (1.6x faster at batch 8192). No K step is wider
+  than K needs (the regression net's K = 32)."""
+  blocks = (dict(block_m=16, block_n=16, block_k=128) if m <= 256 else
+            dict(block_m=32, block_n=32, block_k=32))
+  blocks["block_k"] = min(blocks["block_k"], max(16, pl.next_power_of_2(k)))
+  return blocks
 
 
 def _relu_grad(dy_ref, y_ref, r0, c0, br, bc):
@@ -115,7 +123,7 @@ def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, bloc
 # pallas_call wrappers --------------------------------------------------------------------------
 
 def dense_fwd(x, w, b=None, *, relu=False, precision="float32", w_transposed=False,
-              block_m=32, block_n=32, block_k=32, num_warps=4, num_stages=2, interpret=False):
+              block_m=16, block_n=16, block_k=128, num_warps=4, num_stages=2, interpret=False):
   (m, k), n = x.shape, w.shape[0 if w_transposed else 1]
   kernel = functools.partial(dense_fwd_kernel, relu=relu, has_bias=b is not None,
                              block_m=block_m, block_n=block_n, block_k=block_k,
@@ -128,8 +136,8 @@ def dense_fwd(x, w, b=None, *, relu=False, precision="float32", w_transposed=Fal
       interpret=interpret, name="dense_fwd")(*args)
 
 
-def dense_dx(dy, y, w, *, relu=False, precision="float32", w_transposed=False, block_m=32,
-             block_n=32, block_k=32, num_warps=4, num_stages=2, interpret=False):
+def dense_dx(dy, y, w, *, relu=False, precision="float32", w_transposed=False, block_m=16,
+             block_n=16, block_k=128, num_warps=4, num_stages=2, interpret=False):
   m, (k, n) = dy.shape[0], (w.shape[::-1] if w_transposed else w.shape)
   kernel = functools.partial(dense_dx_kernel, relu=relu, block_m=block_m, block_n=block_n,
                              block_k=block_k, precision=precision, w_transposed=w_transposed)
@@ -142,7 +150,7 @@ def dense_dx(dy, y, w, *, relu=False, precision="float32", w_transposed=False, b
 
 
 def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", w_transposed=False,
-             block_m=32, block_n=32, block_k=32, num_warps=4, num_stages=2, interpret=False):
+             block_m=16, block_n=16, block_k=128, num_warps=4, num_stages=2, interpret=False):
   k, n = x.shape[1], dy.shape[1]
   kernel = functools.partial(dense_dw_kernel, relu=relu, has_bias=has_bias, block_m=block_m,
                              block_n=block_n, block_k=block_k, precision=precision,
@@ -165,11 +173,11 @@ def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=
           w_transposed=False):
   """``act(x @ w + b)`` through Pallas kernels, forward and backward. ``b`` may be None.
 
-  ``blocks`` is a hashable tuple of (name, value) pairs overriding ``DEFAULT_BLOCKS``.
+  ``blocks`` is a hashable tuple of (name, value) pairs overriding ``default_blocks``.
   ``w_transposed``: ``w`` is stored as (N, K), and computes ``act(x @ w.T + b)``.
   """
   return dense_fwd(x, w, b, relu=relu, precision=precision, w_transposed=w_transposed,
-                   interpret=interpret, **common.blocks(DEFAULT_BLOCKS, blocks))
+                   interpret=interpret, **common.blocks(default_blocks(*x.shape), blocks))
 
 
 def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
@@ -180,7 +188,7 @@ def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
 def _dense_vjp_bwd(relu, precision, blocks, interpret, w_transposed, res, dy):
   x, w, b, y = res
   kw = dict(relu=relu, precision=precision, interpret=interpret, w_transposed=w_transposed,
-            **common.blocks(DEFAULT_BLOCKS, blocks))
+            **common.blocks(default_blocks(*x.shape), blocks))
   dx = dense_dx(dy, y, w, **kw)
   dw, db = dense_dw(x, dy, y, has_bias=b is not None, **kw)
   return dx, dw, db
