@@ -7,10 +7,9 @@ Prints microseconds per iteration for a scan of 937 iterations (one MNIST epoch 
 body is empty, does one tiny XLA op, or chains 1, 2, 4 or 8 trivial Pallas kernels; then the
 reference MLP step with xla and with each stage of the Pallas path (the first version: unfused
 output layer, 64x64x32 blocks; then 32x32x32 blocks; then the fused output layer; then 16x16x128
-blocks for the hidden layer, the default);
-then the hidden layer alone (dense 784->256 + ReLU, forward and backward) with W stored as
-(K, N) and pre-transposed as (N, K), at batch 64 (with four block sizes), 1024 and 8192. Median
-of 20 runs after a warm-up.
+blocks for the hidden layer, the default); then the hidden layer alone (dense 784->256 + ReLU,
+forward and backward) with W stored as (K, N) and pre-transposed as (N, K), at batch 64 (with
+four block sizes), 1024 and 8192. Median of 20 runs after a warm-up.
 """
 
 import statistics

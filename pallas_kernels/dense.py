@@ -33,7 +33,7 @@ from pallas_kernels import common
 
 def default_blocks(m: int, k: int) -> dict:
   """Block sizes by batch, as measured on the H100 (docs/PERFORMANCE.md): up to 256 rows, many
-  thin programs with long K steps (16x16x128: 29.7 us per MLP step at batch 64, against 40.2
+  thin programs with long K steps (16x16x128: 29.6 us per MLP step at batch 64, against 40.4
   for 32x32x32); above that, 32x32x32 tiles (1.6x faster at batch 8192). No K step is wider
   than K needs (the regression net's K = 32)."""
   blocks = (dict(block_m=16, block_n=16, block_k=128) if m <= 256 else
@@ -103,9 +103,9 @@ def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, bloc
     acc, db = carry
     x = common.load_tile(x_ref, m * block_m, k0, block_m, block_k)
     g = _relu_grad(dy_ref, y_ref, m * block_m, n0, block_m, block_n)
-    if w_transposed:  # The (N, K) tile g^T x.
-      return acc + common.dot(g, x, precision, trans_a=True), db + jnp.sum(g, axis=0)
-    return acc + common.dot(x, g, precision, trans_a=True), db + jnp.sum(g, axis=0)
+    # x^T g, or its (N, K) transpose g^T x when W is stored as (N, K).
+    a, b = (g, x) if w_transposed else (x, g)
+    return acc + common.dot(a, b, precision, trans_a=True), db + jnp.sum(g, axis=0)
 
   tile = (block_n, block_k) if w_transposed else (block_k, block_n)
   acc, db = lax.fori_loop(0, pl.cdiv(x_ref.shape[0], block_m), body,
