@@ -53,14 +53,16 @@ def dense(x, w, b=None, *, relu: bool = False, precision: str = "float32"):
   y = matmul(x, w, precision)
   if b is not None:
     y = y + b
-  return jnp.maximum(y, 0) if relu else y
+  return jax.nn.relu(y) if relu else y
 
 
 def conv_relu(x, w, b, *, precision: str = "float32"):
   (x, w), kw = _product_args(precision, x, w)
   y = lax.conv_general_dilated(x, w, (1, 1), "VALID",
                                dimension_numbers=("NHWC", "HWIO", "NHWC"), **kw)
-  return jnp.maximum(y + b, 0)
+  # jax.nn.relu, not jnp.maximum(., 0): at exactly 0 its gradient is 0, as in the Pallas and NumPy
+  # backward passes, where jnp.maximum's is 1/2. A zero bias on a blank 3x3 patch gives exact 0s.
+  return jax.nn.relu(y + b)
 
 
 def max_pool(x):

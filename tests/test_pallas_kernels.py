@@ -156,6 +156,29 @@ def test_conv_batch64_mnist_shape():
   test_conv_relu_forward_and_grads(64, 28, 1, 16, None)
 
 
+def test_relu_gradient_at_zero_is_zero_in_every_impl():
+  """Blank 3x3 patches with zero biases give pre-activations of exactly 0, common on MNIST's
+  background. Each impl must take the same subgradient there (0), or they train different nets."""
+  from jaxshallow import numpy_cnn
+  rng = np.random.default_rng()
+  x = np.zeros((2, 6, 6, 1), np.float32)
+  x[0, 3:, 3:, 0] = rng.random((3, 3))  # Some patches blank, some not.
+  w = rng.standard_normal((3, 3, 1, 4)).astype(np.float32)
+  b = np.zeros(4, np.float32)
+  dy = rng.standard_normal((2, 4, 4, 4)).astype(np.float32)
+  y, cols = numpy_cnn.conv_relu(x, w, b)
+  want = numpy_cnn.conv_relu_backward(dy.reshape(y.shape), y, cols, w, x.shape)
+  for f in (ops.conv_relu, lambda *a: conv.conv_relu(*a, "float32", None, True)):
+    grads = jax.vjp(f, x, w, b)[1](jnp.asarray(dy))
+    for g, g_want in zip(grads, want):
+      np.testing.assert_allclose(g, np.reshape(g_want, g.shape), rtol=1e-5, atol=1e-6)
+  w2 = rng.standard_normal((2, 4)).astype(np.float32)
+  x2 = np.zeros((3, 2), np.float32)  # Every pre-activation exactly 0.
+  for f in (ops.dense, lambda *a, relu: dense_lib.dense(*a, relu, "float32", None, True)):
+    g = jax.grad(lambda b: f(x2, w2, b, relu=True).sum())(np.zeros(4, np.float32))
+    assert np.all(np.asarray(g) == 0)
+
+
 @pytest.mark.parametrize("n,h,c", [(1, 24, 32), (3, 7, 5), (64, 24, 32), (2, 6, 1)])
 def test_max_pool_forward_and_grad(n, h, c):
   rng = np.random.default_rng()
