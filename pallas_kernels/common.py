@@ -48,6 +48,17 @@ def interpret_default() -> bool:
   return True
 
 
+def sum_parts(parts):
+  """``parts.sum(0)`` as a chain of adds, in a fixed order. XLA may compile a reduction to a
+  Triton fusion whose tiling it autotunes by timing, so the order of the sum, and its rounding,
+  could change from one process to the next; elementwise adds cannot. This keeps a training run
+  bit-reproducible across processes."""
+  total = parts[0]
+  for i in range(1, parts.shape[0]):
+    total = total + parts[i]
+  return total
+
+
 def _i32(v):
   """An index as int32, the type of program ids, also for Python ints when x64 is enabled."""
   return np.int32(v) if isinstance(v, int) else v.astype(jnp.int32)

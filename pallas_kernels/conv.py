@@ -9,7 +9,8 @@ count works; bias and ReLU are applied in registers before the one store.
 Backward (``g = dy * [y > 0]`` inside each kernel):
   dx   a program owns ``block_p`` input pixels: sum over taps of g[pixels - (di, dj)] @ w[di, dj]^T
   dw   a (tap, split) grid: each program sums x_tap^T @ g over its share of all output pixels
-       into a partial (cin, cout) tile; the partials (and db, from tap 0) are summed by XLA.
+       into a partial (cin, cout) tile; the partials (and db, from tap 0) are added up after
+       it, in a fixed order (``common.sum_parts``).
 
 Inside, tensors are 2-D: images (B*H*W, C), weights (9*cin, cout) with row (3*di + dj)*cin + ci.
 """
@@ -159,8 +160,8 @@ def conv_dw(x, dy, y, *, precision="float32", block_p=128, splits=32, num_warps=
       grid=(9, splits), compiler_params=common.compiler_params(num_warps, 1),
       interpret=interpret, name="conv_dw")(x.reshape(-1, cin), dy.reshape(-1, cout),
                                            y.reshape(-1, cout))
-  dw = dw_parts.reshape(3, 3, splits, cin_p, cout_p)[:, :, :, :cin, :cout].sum(2)
-  return dw, db_parts[:, :cout].sum(0)
+  dw_parts = dw_parts.reshape(3, 3, splits, cin_p, cout_p)[:, :, :, :cin, :cout]
+  return common.sum_parts(jnp.moveaxis(dw_parts, 2, 0)), common.sum_parts(db_parts[:, :cout])
 
 
 # The differentiable op -------------------------------------------------------------------------

@@ -4,8 +4,9 @@ For a classifier's last layer, ``z = h @ w + b`` with few classes (10 fit one ti
 per ``block_m`` rows computes, without writing the logits to memory:
   the per-row loss and correctness                          (as ``softmax_xent``)
   dz = (softmax(z) - onehot(label)) / B                     (kept in registers)
-  dh = dz @ w^T,  a partial dw = h^T @ dz  and  db = sum(dz)  (partials summed by XLA if the
-                                                              batch spans several programs)
+  dh = dz @ w^T,  a partial dw = h^T @ dz  and  db = sum(dz)  (partials added up in a fixed
+                                                              order, ``common.sum_parts``, if
+                                                              the batch spans several programs)
 At batch 64 that is one launch where the unfused path takes five (dense forward, loss forward,
 loss backward, dx, dw). Gradients are computed eagerly in the custom_vjp's forward rule, so the
 backward only scales them by the incoming cotangent (1.0 in training; XLA folds the product).
@@ -96,7 +97,7 @@ def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, b
   dw = dw_parts.reshape(programs, k, c_pad)[:, :, :n]
   db = db_parts[:, :n]
   if programs > 1:
-    dw, db = dw.sum(0), db.sum(0)
+    dw, db = common.sum_parts(dw), common.sum_parts(db)
   else:  # One program: nothing to add up (a reshape, no kernel).
     dw, db = dw.reshape(k, n), db.reshape(n)
   return loss, correct, dh, dw, db
