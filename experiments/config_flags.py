@@ -13,8 +13,10 @@ _DATASET = flags.DEFINE_string("dataset", "mnist", "mnist | fashion")
 _EPOCHS = flags.DEFINE_integer("epochs", None, "Passes over the training set; default: the "
                                "model's (mlp, logreg 10; cnn 5).")
 _BATCH = flags.DEFINE_integer("batch_size", None, "Examples per step; default: the model's (64).")
-_LR = flags.DEFINE_float("lr", None, "Learning rate; default: the model's (README).")
-_OPTIMIZER = flags.DEFINE_string("optimizer", "sgd", "sgd | momentum | adam")
+_LR = flags.DEFINE_float("lr", None, "Learning rate; default: the model's for the optimizer "
+                         "(README).")
+_OPTIMIZER = flags.DEFINE_string("optimizer", None, "sgd | momentum | adam; default: the "
+                                 "model's (cnn momentum, the others sgd).")
 _MOMENTUM = flags.DEFINE_float("momentum", 0.9, "Momentum, for --optimizer=momentum.")
 _HIDDEN = flags.DEFINE_string("hidden", "256", "Hidden widths, comma separated: 512,256 is two "
                                "(mlp and regression).")

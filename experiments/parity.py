@@ -5,8 +5,8 @@
 Free-running: each impl trains on its own from the same initial weights and batch order. Rounding
 differences (summation order) grow through training, the more so at a high learning rate, so
 free-running losses drift apart even between two runs of one XLA program on different devices.
-Lockstep: at the start of every epoch both impls are given the reference impl's parameters, so
-each epoch's loss difference measures that epoch's arithmetic alone.
+Lockstep: at the start of every epoch both impls are given the reference impl's parameters and
+optimizer state, so each epoch's loss difference measures that epoch's arithmetic alone.
 """
 
 import sys
@@ -22,8 +22,6 @@ _OUT = flags.DEFINE_string("out", None, "Write the comparison as JSON to this fi
 
 
 def compare(cfg_ref: runner.Config, cfg_new: runner.Config, log=print) -> dict:
-  if cfg_ref.optimizer != "sgd":
-    raise runner.ConfigError("lockstep parity needs --optimizer=sgd (it carries no state)")
   ds = runner.load_data(cfg_ref)
   ref, new, lock = (runner.make_trainer(c, ds) for c in (cfg_ref, cfg_new, cfg_new))
   for t in (ref, new, lock):
@@ -32,7 +30,7 @@ def compare(cfg_ref: runner.Config, cfg_new: runner.Config, log=print) -> dict:
   log(f"{'epoch':>5} {cfg_ref.impl:>10} {cfg_new.impl:>10} {'free rel':>9} "
       f"{'lockstep':>10} {'lock rel':>9}")
   for e in range(cfg_ref.epochs):
-    lock.set_params(ref.get_params())
+    lock.set_state(ref.get_state())
     loss_ref, loss_new, loss_lock = ref.run_epoch(e), new.run_epoch(e), lock.run_epoch(e)
     rows.append(dict(epoch=e + 1, ref=loss_ref, free=loss_new, lockstep=loss_lock,
                      free_rel=abs(loss_new / loss_ref - 1), lock_rel=abs(loss_lock / loss_ref - 1)))

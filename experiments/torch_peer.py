@@ -1,5 +1,5 @@
 """The PyTorch peer of the MLP and the CNN, for the benchmark: same layers, same initial weights,
-same batch order, plain SGD, data resident on the GPU (uint8, scaled on the device).
+same batch order, the same optimizer (SGD, or SGD with momentum as optax computes it), data resident on the GPU (uint8, scaled on the device).
 
 mode "eager": one Python-dispatched step per batch. mode "graph": the whole step (batch gather,
 forward, backward, SGD update, loss accumulation) captured once in a CUDA graph and replayed;
@@ -29,8 +29,9 @@ class TorchTrainer:
   def __init__(self, cfg, ds, params, mode: str = "graph"):
     import torch
     from jaxshallow import train
-    if cfg.model not in ("mlp", "logreg", "cnn") or cfg.optimizer != "sgd":
-      raise ValueError("the torch peer covers the mlp, logreg and cnn with plain SGD")
+    if cfg.model not in ("mlp", "logreg", "cnn") or cfg.optimizer not in ("sgd", "momentum"):
+      raise ValueError("the torch peer covers the mlp, logreg and cnn with SGD, with or without "
+                       "momentum")
     self.torch, self.cfg, self.mode = torch, cfg, mode
     self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if mode == "graph" and self.dev.type != "cuda":
@@ -74,6 +75,9 @@ class TorchTrainer:
           p.copy_(t)
       else:
         self.params = [t.requires_grad_() for t in tensors]
+        self.velocity = [torch.zeros_like(t) for t in tensors]
+      for v in self.velocity:  # A fresh optimizer state, as in the JAX trainers.
+        v.zero_()
 
   def _logits(self, x_u8):
     F = self.torch.nn.functional
@@ -93,7 +97,12 @@ class TorchTrainer:
     loss = torch.nn.functional.cross_entropy(self._logits(self.x[self.idx]), self.y[self.idx])
     grads = torch.autograd.grad(loss, self.params)
     with torch.no_grad():
-      torch._foreach_add_(self.params, grads, alpha=-self.cfg.lr)
+      if self.cfg.optimizer == "momentum":  # optax's form: v = g + beta v; p -= lr v.
+        torch._foreach_mul_(self.velocity, self.cfg.momentum)
+        torch._foreach_add_(self.velocity, grads)
+        torch._foreach_add_(self.params, self.velocity, alpha=-self.cfg.lr)
+      else:
+        torch._foreach_add_(self.params, grads, alpha=-self.cfg.lr)
       self.loss_sum += loss.detach()
 
   def compile(self) -> float:
@@ -116,6 +125,8 @@ class TorchTrainer:
     with torch.no_grad():  # Undo the warm-up steps: every impl starts from the same weights.
       for p, s in zip(self.params, saved):
         p.copy_(s)
+      for v in self.velocity:
+        v.zero_()
     torch.cuda.synchronize()
     return time.perf_counter() - t0
 

@@ -46,6 +46,7 @@ BAD = [
     (["--dataset=cifar"], "unknown dataset"),
     (["--hidden=256,x"], "hidden must be comma-separated integers"),
     (["--optimizer=lbfgs"], "unknown optimizer"),
+    (["--optimizer=adam"], "no default learning rate for the mlp with --optimizer=adam"),
     (["--epochs=0"], "epochs must be at least 1"),
 ]
 
@@ -87,6 +88,17 @@ def test_parity_lockstep_xla_pallas(real_data_dir, tmp_path):
   assert all(e["lockstep"] > 0 for e in r["epochs"])
 
 
+def test_parity_lockstep_carries_the_optimizer_state(real_data_dir, tmp_path):
+  """The cnn trains with momentum by default: lockstep hands over the velocities too, here from
+  xla to the hand-written NumPy optimizer, so the second epoch agrees as closely as the first."""
+  out = tmp_path / "parity.json"
+  p = run_cli("--model=cnn", "--impls=xla,numpy", "--epochs=2", "--train_limit=192",
+              "--test_limit=100", f"--out={out}", script="experiments.parity")
+  assert p.returncode == 0, p.stdout + p.stderr
+  r = json.loads(out.read_text())
+  assert [e["lock_rel"] < 1e-5 for e in r["epochs"]] == [True, True], r["epochs"]
+
+
 @pytest.mark.parametrize("model", ["cnn", "logreg"])
 def test_three_impls_agree_on_first_epoch(real_data_dir, tmp_path, model):
   """numpy, xla and pallas (interpreted) from the same start: first-epoch losses within 1e-3."""
@@ -98,6 +110,7 @@ def test_three_impls_agree_on_first_epoch(real_data_dir, tmp_path, model):
     assert p.returncode == 0, p.stderr
     r = json.loads(out.read_text())
     assert r["model"] == model and r["hidden"] == [] and r["steps_per_epoch"] == 3
+    assert (r["optimizer"], r["lr"]) == ((("momentum", 0.02) if model == "cnn" else ("sgd", 0.25)))
     losses[impl] = r["epoch_loss"][0]
   assert abs(losses["numpy"] / losses["xla"] - 1) < 1e-3, losses
   assert abs(losses["pallas"] / losses["xla"] - 1) < 1e-3, losses
