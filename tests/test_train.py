@@ -123,3 +123,27 @@ def test_pallas_float64_trajectory_matches_xla():
         p, s, m = step(p, s, (x_all[idx], jnp.asarray(labels[idx])), tx=tx, impl=impl)
         losses[impl].append(float(m["loss"]))
   np.testing.assert_allclose(losses["pallas"], losses["xla"], rtol=1e-12)
+
+
+def test_cnn_float64_trajectory_matches_xla_on_blank_patches():
+  """The same for the CNN, with momentum, on images that are mostly blank like MNIST's: exact-zero
+  pre-activations are where the impls could take different ReLU subgradients."""
+  from jaxshallow import cnn, models
+  rng = np.random.default_rng()
+  images = np.zeros((80, 12, 12), np.uint8)
+  images[:, 3:9, 3:9] = rng.integers(0, 256, (80, 6, 6))
+  labels = rng.integers(0, 10, 80).astype(np.uint8)
+  tx = train.make_optimizer("momentum", 0.05)
+  step = jax.jit(train.train_step, static_argnames=("tx", "impl", "model"))
+  losses = {}
+  with jax.enable_x64(True):
+    x_all = jnp.asarray(images, jnp.float64) / 255
+    for impl in ("xla", "pallas"):
+      p = jax.tree.map(lambda a: a.astype(jnp.float64), cnn.init_cnn(jax.random.key(2), 12))
+      s, losses[impl] = tx.init(p), []
+      for b in range(5):
+        idx = slice(16 * b, 16 * (b + 1))
+        p, s, m = step(p, s, (x_all[idx], jnp.asarray(labels[idx])), tx=tx, impl=impl,
+                       model=models.CNN)
+        losses[impl].append(float(m["loss"]))
+  np.testing.assert_allclose(losses["pallas"], losses["xla"], rtol=1e-10)
