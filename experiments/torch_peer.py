@@ -1,5 +1,6 @@
 """The PyTorch peer of the MLP and the CNN, for the benchmark: same layers, same initial weights,
-same batch order, the same optimizer (SGD, or SGD with momentum as optax computes it), data resident on the GPU (uint8, scaled on the device).
+same batch order, same optimizer (SGD, or SGD with momentum as optax computes it), data resident
+on the GPU (uint8, scaled on the device).
 
 mode "eager": one Python-dispatched step per batch. mode "graph": the whole step (batch gather,
 forward, backward, SGD update, loss accumulation) captured once in a CUDA graph and replayed;

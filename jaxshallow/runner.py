@@ -258,7 +258,25 @@ def make_trainer(cfg: Config, ds: data_lib.Dataset, params=None):
   return (NumpyTrainer if cfg.impl == "numpy" else JaxTrainer)(cfg, ds, params)
 
 
-class JaxTrainer:
+class TrainerState:
+  """What lockstep comparisons need of a trainer: its whole state, passed between kinds."""
+
+  def get_state(self):
+    """Parameters and the optimizer state's leaves, on the host (see ``state_leaves``)."""
+    return self.get_params(), state_leaves(self.opt_state)
+
+  def set_state(self, state):
+    """Continue from another trainer's ``get_state()``, of either kind."""
+    params, leaves = state
+    self.set_params(params)
+    self.opt_state = self._put(with_leaves(self.opt_state, leaves))
+
+  @staticmethod
+  def _put(tree):
+    return tree  # Where the state lives: the host here, the device for JaxTrainer.
+
+
+class JaxTrainer(TrainerState):
   """xla and pallas. By default the data are resident on the device and an epoch is one
   compiled ``lax.scan``; ``cfg.dispatch``, ``placement``, ``donate`` and ``sync`` switch to the
   slower ways, so each technique can be measured on its own."""
@@ -369,16 +387,10 @@ class JaxTrainer:
     self.params = jax.device_put(params)
     self.opt_state = self.tx.init(self.params)
 
-  def get_state(self):
-    """Parameters and the optimizer state's leaves, on the host (see ``state_leaves``)."""
-    return self.get_params(), state_leaves(self.opt_state)
-
-  def set_state(self, state):
-    """Continue from another trainer's ``get_state()``, of either kind."""
+  @staticmethod
+  def _put(tree):
     import jax
-    params, leaves = state
-    self.set_params(params)
-    self.opt_state = jax.device_put(with_leaves(self.opt_state, leaves))
+    return jax.device_put(tree)
 
 
 def dense_shapes(cfg: Config, ds: data_lib.Dataset):
@@ -391,7 +403,7 @@ def dense_shapes(cfg: Config, ds: data_lib.Dataset):
           for i, (k, n) in enumerate(zip(sizes[:-1], sizes[1:]))]
 
 
-class NumpyTrainer:
+class NumpyTrainer(TrainerState):
   """The NumPy CPU reference, in ``cfg.numpy_dtype``."""
 
   def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
@@ -439,13 +451,6 @@ class NumpyTrainer:
     self.params = numpy_ref.cast(params, self.dtype)
     self.opt_state = self.init(self.params)
 
-  def get_state(self):
-    return self.get_params(), state_leaves(self.opt_state)
-
-  def set_state(self, state):
-    params, leaves = state
-    self.set_params(params)
-    self.opt_state = with_leaves(self.opt_state, leaves)
 
 
 def state_leaves(opt_state) -> list[np.ndarray]:

@@ -110,7 +110,7 @@ def test_three_impls_agree_on_first_epoch(real_data_dir, tmp_path, model):
     assert p.returncode == 0, p.stderr
     r = json.loads(out.read_text())
     assert r["model"] == model and r["hidden"] == [] and r["steps_per_epoch"] == 3
-    assert (r["optimizer"], r["lr"]) == ((("momentum", 0.02) if model == "cnn" else ("sgd", 0.25)))
+    assert (r["optimizer"], r["lr"]) == (("momentum", 0.02) if model == "cnn" else ("sgd", 0.25))
     losses[impl] = r["epoch_loss"][0]
   assert abs(losses["numpy"] / losses["xla"] - 1) < 1e-3, losses
   assert abs(losses["pallas"] / losses["xla"] - 1) < 1e-3, losses
