@@ -69,7 +69,8 @@ TECHNIQUES = [  # (variant name, Config overrides, whether it is slow)
     ("tf32", dict(precision="tf32"), False),
     ("bfloat16", dict(precision="bfloat16"), False),
 ]
-COLUMNS = ["group", "workload", "impl", "variant", "batch_size", "epochs", "n_train", "repeats",
+COLUMNS = ["group", "workload", "impl", "variant", "optimizer", "lr", "batch_size", "epochs",
+           "n_train", "repeats",
            "train_time_s", "epoch_time_s", "steps_per_s", "samples_per_s", "compile_time_s",
            "device_memory_mb", "test_accuracy", "final_mse", "x_numpy", "x_torch_graph"]
 
@@ -158,7 +159,7 @@ def measure(case: Case) -> dict:
   mem = trainer.memory_bytes()
   result = dict(
       group=case.group, workload=case.workload, impl=case.impl, variant=case.variant,
-      batch_size=cfg.batch_size, epochs=cfg.epochs, n_train=len(ds.train_labels),
+      optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, n_train=len(ds.train_labels),
       repeats=case.repeats, train_time_s=total, epoch_time_s=total / cfg.epochs,
       steps_per_s=steps / total, samples_per_s=steps * cfg.batch_size / total,
       compile_time_s=compile_s or None, tune_time_s=getattr(trainer, "tune_time_s", None) or None,
@@ -168,6 +169,21 @@ def measure(case: Case) -> dict:
   else:
     result["test_accuracy"] = trainer.evaluate("test")["accuracy"]
   return result
+
+
+def optimizer_name(cfg: runner.Config) -> str:
+  return f"momentum {cfg.momentum:g}" if cfg.optimizer == "momentum" else cfg.optimizer
+
+
+def training_line(results: list[dict]) -> str:
+  """How each workload's reference configuration trains, from its first row."""
+  first = {}
+  for r in results:
+    if r["group"] == "workloads" and r["impl"] != "numpy":  # numpy may run fewer epochs.
+      first.setdefault(r["workload"], r)
+  return "Training: " + "; ".join(
+      f"{w} {r['optimizer']}, lr {r['lr']:g}, batch {r['batch_size']}, {r['epochs']} epochs"
+      for w, r in first.items()) + "."
 
 
 def add_speedups(results: list[dict]) -> None:
@@ -253,7 +269,8 @@ def write_outputs(results, info, out_dir: pathlib.Path, notes: list[str]) -> lis
             "batch": "MLP batch size", "blocks": "Pallas block sizes, on the MLP"}
   for group, title in titles.items():
     if any(r["group"] == group for r in results):
-      md += [f"## {title}\n", table(results, group) + "\n"]
+      md += [f"## {title}\n"] + ([training_line(results) + "\n"] if group == "workloads" else [])
+      md += [table(results, group) + "\n"]
   md += [f"![{p}]({p})\n" for p in plots]
   md += [f"- {n}\n" for n in notes]
   tmp = out_dir / ".RESULTS.md.tmp"

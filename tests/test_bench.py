@@ -37,6 +37,7 @@ def test_bench_quick(real_data_dir, tmp_path):
   for title in ["Workloads (reference configurations)", "Techniques, on the MLP",
                 "MLP batch size", "Pallas block sizes, on the MLP"]:
     numbers_in_table(md, title)
+  assert "cnn momentum 0.9, lr 0.02, batch 64, 1 epochs" in md  # What each workload trained with.
   results = json.loads((out / "results.json").read_text())
   rows = results["results"]
   assert {r["group"] for r in rows} == set(GROUPS)
