@@ -70,9 +70,9 @@ TECHNIQUES = [  # (variant name, Config overrides, whether it is slow)
     ("bfloat16", dict(precision="bfloat16"), False),
 ]
 COLUMNS = ["group", "workload", "impl", "variant", "optimizer", "lr", "batch_size", "epochs",
-           "n_train", "repeats",
-           "train_time_s", "epoch_time_s", "steps_per_s", "samples_per_s", "compile_time_s",
-           "device_memory_mb", "test_accuracy", "final_mse", "x_numpy", "x_torch_graph"]
+           "n_train", "repeats", "train_time_s", "epoch_time_s", "steps_per_s", "samples_per_s",
+           "compile_time_s", "device_memory_mb", "test_accuracy", "final_mse", "x_numpy",
+           "x_torch_graph"]
 
 
 @dataclasses.dataclass
@@ -159,7 +159,8 @@ def measure(case: Case) -> dict:
   mem = trainer.memory_bytes()
   result = dict(
       group=case.group, workload=case.workload, impl=case.impl, variant=case.variant,
-      optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, n_train=len(ds.train_labels),
+      optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs,
+      n_train=len(ds.train_labels),
       repeats=case.repeats, train_time_s=total, epoch_time_s=total / cfg.epochs,
       steps_per_s=steps / total, samples_per_s=steps * cfg.batch_size / total,
       compile_time_s=compile_s or None, tune_time_s=getattr(trainer, "tune_time_s", None) or None,
