@@ -25,7 +25,8 @@ from jax.experimental import pallas as pl
 import optax
 
 from jaxshallow import mlp, models, ops as ops_lib, train
-from pallas_kernels import common, dense, dense_xent, pallas_ops, parse_blocks
+from jaxshallow.ops import pallas_ops
+from pallas_kernels import common, dense, dense_xent, parse_blocks
 
 _STEPS = flags.DEFINE_integer("steps", 937, "Iterations per scan (an epoch of MNIST at 64).")
 _REPEATS = flags.DEFINE_integer("repeats", 20, "Timed runs (median).")

@@ -95,6 +95,37 @@ def get_ops(impl: str = "xla", precision: str = "float32", blocks: str | None = 
                functools.partial(conv_relu, precision=precision), max_pool, mse,
                functools.partial(dense_softmax_cross_entropy, precision=precision))
   if impl == "pallas":
-    from pallas_kernels import pallas_ops  # Imported lazily: pulls in Pallas.
     return pallas_ops(precision, blocks=blocks)
   raise ValueError(f"no JAX ops for impl {impl!r}; choose xla or pallas (numpy has its own module)")
+
+
+def pallas_ops(precision: str = "float32", interpret: bool | None = None,
+               blocks: str | None = None) -> Ops:
+  """The ops of ``pallas_kernels``; ``interpret=None`` compiles on GPUs and interprets
+  elsewhere. ``blocks`` sets the dense kernels' block sizes (``pallas_kernels.parse_blocks``)."""
+  # Imported here: Pallas is needed only by this impl.
+  from pallas_kernels import (autotune, common, conv, dense as dense_k, dense_xent, max_pool as
+                              pool_k, mse as mse_k, parse_blocks, softmax_xent)
+  if interpret is None:
+    interpret = common.interpret_default()
+  fixed = parse_blocks(blocks)
+
+  def dense_op(x, w, b=None, *, relu=False):
+    chosen = fixed
+    if fixed == "auto":
+      chosen = autotune.lookup(x.shape[0], w.shape[0], w.shape[1], relu, precision)
+    return dense_k.dense(x, w, b, relu, precision, chosen, interpret)
+
+  def xent_op(z, y):
+    return softmax_xent.softmax_cross_entropy(z, y, None, interpret)
+
+  def head_op(h, w, b, labels):
+    if b is None or w.shape[1] > dense_xent.MAX_CLASSES:  # The unfused kernels.
+      return xent_op(dense_op(h, w, b), labels)
+    return dense_xent.dense_softmax_cross_entropy(h, w, b, labels, precision, None, interpret)
+
+  return Ops(dense=dense_op, softmax_cross_entropy=xent_op,
+             conv_relu=lambda x, w, b: conv.conv_relu(x, w, b, precision, None, interpret),
+             max_pool=lambda x: pool_k.max_pool(x, None, interpret),
+             mse=lambda pred, target: mse_k.mse(pred, target, None, interpret),
+             dense_softmax_cross_entropy=head_op)

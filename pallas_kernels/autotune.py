@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import tempfile
 import time
 
 import jax
@@ -31,8 +32,8 @@ def _key(m, k, n, relu, precision):
 
 
 def cache_file() -> str:
-  from jaxshallow.data import cache_dir
-  return str(cache_dir() / "autotune.json")
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(base, "jaxshallow", "autotune.json")
 
 
 def _load_cache():
@@ -45,11 +46,16 @@ def _load_cache():
 
 
 def _save_cache():
-  from jaxshallow.runner import write_json
+  """Write the table atomically (a temporary file renamed), so a crash leaves the old one."""
+  path = cache_file()
   try:
-    write_json({k: [list(p) for p in v] for k, v in _TABLE.items()}, cache_file())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+      json.dump({k: [list(p) for p in v] for k, v in _TABLE.items()}, f, indent=2)
+    os.replace(tmp, path)
   except OSError:
-    pass
+    pass  # No cache is only a lost speed-up.
 
 
 def lookup(m, k, n, relu, precision):

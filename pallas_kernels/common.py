@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 _PRECISION = {"float32": lax.Precision.HIGHEST, "tf32": lax.Precision.DEFAULT}
@@ -64,22 +63,48 @@ def _i32(v):
   return np.int32(v) if isinstance(v, int) else v.astype(jnp.int32)
 
 
+# Ragged edges. A tile may reach past the end of an array (M, K, N need not be multiples of the
+# blocks), so tiles are addressed by index arrays, ``start + arange(size)``, with a mask, as the
+# Pallas GPU ops in the JAX repository do, never by a slice ``pl.ds(start, size)``: a slice must
+# lie inside the array (jax >= 0.12 rejects one that does not when it can see its start). Triton
+# compiles both forms to the same contiguous, vectorised accesses.
+
+def span(start, size: int):
+  """The indices ``start, ..., start + size - 1`` as int32."""
+  return _i32(start) + jnp.arange(size, dtype=jnp.int32)
+
+
+def load_vec(ref, start, size: int, other=0.0):
+  """``ref[start:start+size]`` of a 1-D ref, ``other`` past its end."""
+  idx = span(start, size)
+  return plgpu.load(ref.at[idx], mask=idx < ref.shape[0], other=other)
+
+
+def store_vec(ref, start, value, ok=None):
+  """Store ``value`` at ``ref[start:]`` of a 1-D ref, skipping lanes past its end or not ``ok``."""
+  idx = span(start, value.shape[0])
+  mask = idx < ref.shape[0]
+  if ok is not None:
+    mask &= ok
+  plgpu.store(ref.at[idx], value.astype(ref.dtype), mask=mask)
+
+
+def _tile_index(ref, r0, c0, br, bc):
+  rows, cols = span(r0, br), span(c0, bc)
+  mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
+  return ref.at[rows[:, None], cols[None, :]], mask
+
+
 def load_tile(ref, r0, c0, br, bc):
   """``ref[r0:r0+br, c0:c0+bc]`` as a (br, bc) tile, zeros outside the array."""
-  r0, c0 = _i32(r0), _i32(c0)
-  rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
-  mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
-  return plgpu.load(ref.at[pl.ds(r0, br), pl.ds(c0, bc)], mask=mask, other=0.0)
+  view, mask = _tile_index(ref, r0, c0, br, bc)
+  return plgpu.load(view, mask=mask, other=0.0)
 
 
 def store_tile(ref, r0, c0, value, row_ok=None):
   """Store a (br, bc) tile at ``ref[r0, c0]``, skipping what lies outside the array and rows
-  where ``row_ok`` is False. Stores are always contiguous tiles: scattering through index
-  arrays would need distinct in-bounds indices for every lane, masked or not."""
-  br, bc = value.shape
-  r0, c0 = _i32(r0), _i32(c0)
-  rows, cols = r0 + jnp.arange(br), c0 + jnp.arange(bc)
-  mask = (rows[:, None] < ref.shape[0]) & (cols[None, :] < ref.shape[1])
+  where ``row_ok`` is False. Every lane has its own index, so no two lanes write one element."""
+  view, mask = _tile_index(ref, r0, c0, *value.shape)
   if row_ok is not None:
     mask &= row_ok[:, None]
-  plgpu.store(ref.at[pl.ds(r0, br), pl.ds(c0, bc)], value.astype(ref.dtype), mask=mask)
+  plgpu.store(view, value.astype(ref.dtype), mask=mask)

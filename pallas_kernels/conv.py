@@ -24,11 +24,17 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from jaxshallow.ops import conv_relu as conv_relu_reference  # noqa: F401  The plain-jnp twin.
 from pallas_kernels import common
 
 DEFAULT_BLOCKS = dict(block_p=128, splits=32)
 TAPS = [(di, dj) for di in range(3) for dj in range(3)]
+
+
+def conv_relu_reference(x, w, b):
+  """The plain-jnp twin, with exact float32 products."""
+  y = jax.lax.conv_general_dilated(x, w, (1, 1), "VALID", precision=jax.lax.Precision.HIGHEST,
+                                   dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  return jax.nn.relu(y + b)
 
 
 def _pad(c):

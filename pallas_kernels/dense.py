@@ -25,10 +25,16 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plgpu
 
-from jaxshallow.ops import dense as dense_reference  # noqa: F401  The plain-jnp twin.
 from pallas_kernels import common
+
+
+def dense_reference(x, w, b=None, *, relu=False):
+  """The plain-jnp twin: ``act(x @ w + b)`` with exact float32 products."""
+  y = jnp.dot(x, w, precision=lax.Precision.HIGHEST)
+  if b is not None:
+    y = y + b
+  return jax.nn.relu(y) if relu else y
 
 
 def default_blocks(m: int, k: int) -> dict:
@@ -72,8 +78,7 @@ def dense_fwd_kernel(x_ref, w_ref, *rest, relu, has_bias, block_m, block_n, bloc
   acc = lax.fori_loop(0, pl.cdiv(x_ref.shape[1], block_k), body,
                       jnp.zeros((block_m, block_n), common.acc_dtype(x_ref.dtype)))
   if has_bias:
-    cols = n0 + jnp.arange(block_n)
-    acc += plgpu.load(b_ref.at[pl.ds(n0, block_n)], mask=cols < b_ref.shape[0], other=0.0)[None]
+    acc += common.load_vec(b_ref, n0, block_n)[None]
   if relu:
     acc = jnp.maximum(acc, 0.0)
   common.store_tile(y_ref, m0, n0, acc)
@@ -115,9 +120,7 @@ def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, bloc
   if has_bias:
     @pl.when(pl.program_id(0) == 0)  # Every row of programs sums the same g; one stores it.
     def _():
-      cols = n0 + jnp.arange(block_n)
-      plgpu.store(db_ref.at[pl.ds(n0, block_n)], db.astype(db_ref.dtype),
-                  mask=cols < db_ref.shape[0])
+      common.store_vec(db_ref, n0, db)
 
 
 # pallas_call wrappers --------------------------------------------------------------------------

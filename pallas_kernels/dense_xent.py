@@ -23,14 +23,20 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from jaxshallow.ops import dense_softmax_cross_entropy as reference  # noqa: F401  Plain jnp.
 from pallas_kernels import common
-from pallas_kernels.softmax_xent import row_stats, softmax_minus_onehot
+from pallas_kernels.dense import dense_reference
+from pallas_kernels.softmax_xent import (row_stats, softmax_cross_entropy_reference,
+                                         softmax_minus_onehot)
 
 # 16x128 measured fastest for the MLP at batch 64 on the H200 (docs/PERFORMANCE.md): four
 # programs share the batch, and K=256 takes two steps.
 DEFAULT_BLOCKS = dict(block_m=16, block_k=128)
 MAX_CLASSES = 128  # Beyond this the logits tile no longer fits registers: use the unfused ops.
+
+
+def reference(h, w, b, labels):
+  """The plain-jnp twin: ``softmax_cross_entropy(h @ w + b, labels)``."""
+  return softmax_cross_entropy_reference(dense_reference(h, w, b), labels)
 
 
 def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_refs, n_classes,
@@ -52,10 +58,10 @@ def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_re
       h_ref.dtype)))
   z += plgpu.load(b_ref.at[cols], mask=cols < n_classes, other=0.0)[None, :]
   z = jnp.where(cols[None, :] < n_classes, z, -jnp.inf)
-  labels = plgpu.load(labels_ref.at[pl.ds(m0, block_m)], mask=row_ok, other=0)
+  labels = common.load_vec(labels_ref, m0, block_m, other=0)
   logsum, loss, correct = row_stats(z, labels, cols)
-  plgpu.store(loss_ref.at[pl.ds(m0, block_m)], loss, mask=row_ok)
-  plgpu.store(correct_ref.at[pl.ds(m0, block_m)], correct, mask=row_ok)
+  common.store_vec(loss_ref, m0, loss)
+  common.store_vec(correct_ref, m0, correct)
   if not grad_refs:
     return
   dh_ref, dw_ref, db_ref = grad_refs

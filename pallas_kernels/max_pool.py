@@ -16,10 +16,14 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from jaxshallow.ops import max_pool as max_pool_reference  # noqa: F401  The plain-jnp twin.
 from pallas_kernels import common
 
 DEFAULT_BLOCKS = dict(block_p=128)
+
+
+def max_pool_reference(x):
+  """The plain-jnp twin."""
+  return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
 
 def _tile(ref, rows, ok, c):

@@ -11,10 +11,13 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plgpu
 
-from jaxshallow.ops import mse as mse_reference  # noqa: F401  The plain-jnp twin.
 from pallas_kernels import common
+
+
+def mse_reference(pred, target):
+  """The plain-jnp twin."""
+  return jnp.mean(jnp.square(pred - target))
 
 DEFAULT_BLOCKS = dict(block_m=1024)
 
@@ -22,19 +25,18 @@ DEFAULT_BLOCKS = dict(block_m=1024)
 def _rows(pred_ref, target_ref, block_m):
   m0 = pl.program_id(0) * block_m
   ok = m0 + jnp.arange(block_m) < pred_ref.shape[0]
-  diff = (plgpu.load(pred_ref.at[pl.ds(m0, block_m)], mask=ok, other=0.0)
-          - plgpu.load(target_ref.at[pl.ds(m0, block_m)], mask=ok, other=0.0))
+  diff = common.load_vec(pred_ref, m0, block_m) - common.load_vec(target_ref, m0, block_m)
   return m0, ok, diff
 
 
 def sq_err_kernel(pred_ref, target_ref, out_ref, *, block_m):
   m0, ok, diff = _rows(pred_ref, target_ref, block_m)
-  plgpu.store(out_ref.at[pl.ds(m0, block_m)], diff * diff, mask=ok)
+  common.store_vec(out_ref, m0, diff * diff)
 
 
 def mse_grad_kernel(pred_ref, target_ref, scale_ref, out_ref, *, block_m):
   m0, ok, diff = _rows(pred_ref, target_ref, block_m)
-  plgpu.store(out_ref.at[pl.ds(m0, block_m)], 2.0 * diff * scale_ref[...], mask=ok)
+  common.store_vec(out_ref, m0, 2.0 * diff * scale_ref[...])
 
 
 def _call(kernel, pred, *args, block_m, interpret, name):
