@@ -26,7 +26,7 @@ import numpy as np
 from absl import app, flags, logging
 
 from experiments import torch_peer
-from jaxshallow import data, runner
+from jaxshallow import config, data, runner, trainers
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression"],
                                "Workloads: mlp, cnn, logreg, regression.")
@@ -48,10 +48,10 @@ _DATA_DIR = flags.DEFINE_string("data_dir", None, "Folder with the MNIST files."
 _PLOTS = flags.DEFINE_bool("plots", True, "Draw PNG plots (needs matplotlib, the plots extra).")
 
 BASE = {  # The reference configuration of each workload (WORKLOADS.md).
-    "mlp": runner.Config(model="mlp"),
-    "cnn": runner.Config(model="cnn"),
-    "logreg": runner.Config(model="logreg"),
-    "regression": runner.Config(model="regression", dataset="large"),
+    "mlp": config.Config(model="mlp"),
+    "cnn": config.Config(model="cnn"),
+    "logreg": config.Config(model="logreg"),
+    "regression": config.Config(model="regression", dataset="large"),
 }
 QUICK = {
     "mlp": dict(train_limit=640, test_limit=200, epochs=2, hidden=(32,)),
@@ -71,8 +71,8 @@ TECHNIQUES = [  # (variant name, Config overrides, whether it is slow)
 ]
 COLUMNS = ["group", "workload", "impl", "variant", "optimizer", "lr", "batch_size", "epochs",
            "n_train", "repeats", "train_time_s", "epoch_time_s", "steps_per_s", "samples_per_s",
-           "compile_time_s", "device_memory_mb", "test_accuracy", "final_mse", "x_numpy",
-           "x_torch_graph"]
+           "compile_time_s", "device_memory_mb", "diverged", "test_accuracy", "final_mse",
+           "x_numpy", "x_torch_graph"]
 
 
 @dataclasses.dataclass
@@ -81,7 +81,7 @@ class Case:
   workload: str
   impl: str  # numpy | xla | pallas | torch-eager | torch-graph
   variant: str
-  cfg: runner.Config
+  cfg: config.Config
   repeats: int
 
 
@@ -98,7 +98,7 @@ def build_cases(impls: list[str]) -> list[Case]:
       if workload == "cnn":
         over.setdefault("train_limit", _NUMPY_CNN_LIMIT.value)
     # The torch peer reads only the model settings; "xla" stands in for the impl field.
-    return runner.resolve(dataclasses.replace(c, impl="xla" if "torch" in impl else impl,
+    return config.resolve(dataclasses.replace(c, impl="xla" if "torch" in impl else impl,
                                               **over))
 
   peers = ["torch-eager", "torch-graph"] if "torch" in impls else []
@@ -132,7 +132,7 @@ _DATA: dict = {}
 def make_trainer(case: Case, ds, params):
   if case.impl.startswith("torch"):
     return torch_peer.TorchTrainer(case.cfg, ds, params, mode=case.impl.split("-")[1])
-  return runner.make_trainer(case.cfg, ds, params)
+  return trainers.make_trainer(case.cfg, ds, params)
 
 
 def measure(case: Case) -> dict:
@@ -142,7 +142,7 @@ def measure(case: Case) -> dict:
   if key not in _DATA:
     _DATA[key] = runner.load_data(cfg)
   ds = _DATA[key]
-  init = jax.tree.map(np.asarray, runner.init_params(cfg, ds))  # Host copies: reusable.
+  init = jax.tree.map(np.asarray, trainers.init_params(cfg, ds))  # Host copies: reusable.
   trainer = make_trainer(case, ds, init)
   compile_s = trainer.compile()
   if case.impl != "numpy":  # Warm up, then start again from the same weights.
@@ -155,16 +155,20 @@ def measure(case: Case) -> dict:
     times, losses = runner.timed_epochs(trainer, cfg.epochs, cfg.sync_every)
     runs.append((sum(times), times, losses))
   total, times, losses = sorted(runs, key=lambda run: run[0])[len(runs) // 2]
-  steps = cfg.epochs * (len(ds.train_labels) // cfg.batch_size)
+  epochs = len(times)  # Fewer than cfg.epochs if the run diverged.
+  steps = epochs * (len(ds.train_labels) // cfg.batch_size)
   mem = trainer.memory_bytes()
   result = dict(
       group=case.group, workload=case.workload, impl=case.impl, variant=case.variant,
       optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs,
       n_train=len(ds.train_labels),
-      repeats=case.repeats, train_time_s=total, epoch_time_s=total / cfg.epochs,
+      repeats=case.repeats, train_time_s=total, epoch_time_s=total / epochs,
       steps_per_s=steps / total, samples_per_s=steps * cfg.batch_size / total,
       compile_time_s=compile_s or None, tune_time_s=getattr(trainer, "tune_time_s", None) or None,
-      device_memory_mb=mem / 2**20 if mem else None, epoch_times=times, epoch_losses=losses)
+      device_memory_mb=mem / 2**20 if mem else None, epoch_times=times, epoch_losses=losses,
+      diverged=not all(np.isfinite(losses)))
+  if result["diverged"]:  # No accuracy for a diverged network: the row says so instead.
+    return result
   if cfg.model == "regression":
     result["final_mse"] = trainer.evaluate("train")["loss"]
   else:
@@ -172,7 +176,7 @@ def measure(case: Case) -> dict:
   return result
 
 
-def optimizer_name(cfg: runner.Config) -> str:
+def optimizer_name(cfg: config.Config) -> str:
   return f"momentum {cfg.momentum:g}" if cfg.optimizer == "momentum" else cfg.optimizer
 
 
@@ -220,7 +224,9 @@ def table(results: list[dict], group: str) -> str:
   rows = [r for r in results if r["group"] == group]
   lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
   for r in rows:
-    lines.append("| " + " | ".join(fmt(r.get(c)) for c in cols) + " |")
+    cells = ["diverged" if r.get("diverged") and c in ("test_accuracy", "final_mse")
+             else fmt(r.get(c)) for c in cols]
+    lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
 
@@ -349,7 +355,7 @@ def main(argv):
     cases = build_cases(impls)
     out_dir = pathlib.Path(_OUT_DIR.value)
     runner.check_writable(out_dir / "results.json")
-  except (runner.ConfigError, data.DataError, ValueError) as e:
+  except (config.ConfigError, data.DataError, ValueError) as e:
     sys.exit(f"error: {e}")
   import jax
   if jax.default_backend() != "gpu":
@@ -362,15 +368,22 @@ def main(argv):
       continue
     try:
       r = measure(case)
-    except (runner.ConfigError, data.DataError) as e:
+    except (config.ConfigError, data.DataError) as e:
       sys.exit(f"error: {e}")
     results.append(r)
+    if r["diverged"]:
+      notes.append(f"{r['workload']} {r['impl']} {r['variant']}: diverged (loss "
+                   f"{r['epoch_losses'][-1]}) in epoch {len(r['epoch_losses'])}; no accuracy")
     print(f"[{i}/{len(cases)}] {r['workload']:10s} {r['impl']:11s} {r['variant']:32s} "
           f"{r['epoch_time_s']:9.4f} s/epoch  {r['samples_per_s']:12,.0f} samples/s", flush=True)
   add_speedups(results)
   write_outputs(results, meta(), out_dir, notes)
   print(table(results, "workloads"))
   print(f"wrote {out_dir / 'RESULTS.md'}, results.json, results.csv")
+  diverged = [r for r in results if r["diverged"]]
+  if diverged:
+    sys.exit(f"error: {len(diverged)} configuration(s) diverged (see the notes in RESULTS.md); "
+             f"try a smaller --lr")
 
 
 def _gpu_for_torch() -> bool:

@@ -5,7 +5,7 @@ import sys
 
 from absl import flags, logging
 
-from jaxshallow import data, runner
+from jaxshallow import config, data, runner
 
 _IMPL = flags.DEFINE_string("impl", "xla", "xla | pallas | numpy")
 _MODEL = flags.DEFINE_string("model", "mlp", "mlp | logreg | cnn")
@@ -45,12 +45,12 @@ def parse_widths(text: str) -> tuple[int, ...]:
   try:
     return tuple(int(w) for w in text.split(",") if w.strip())
   except ValueError:
-    raise runner.ConfigError(f"hidden must be comma-separated integers, got {text!r}") from None
+    raise config.ConfigError(f"hidden must be comma-separated integers, got {text!r}") from None
 
 
-def config_from_flags(**overrides) -> runner.Config:
+def config_from_flags(**overrides) -> config.Config:
   """The Config the flags describe, validated; ``overrides`` replace single fields."""
-  cfg = runner.Config(
+  cfg = config.Config(
       impl=_IMPL.value, model=_MODEL.value, dataset=_DATASET.value, epochs=_EPOCHS.value,
       batch_size=_BATCH.value, lr=_LR.value, optimizer=_OPTIMIZER.value,
       momentum=_MOMENTUM.value, hidden=parse_widths(_HIDDEN.value), seed=_SEED.value,
@@ -58,7 +58,7 @@ def config_from_flags(**overrides) -> runner.Config:
       train_limit=_TRAIN_LIMIT.value, test_limit=_TEST_LIMIT.value, dispatch=_DISPATCH.value,
       unroll=_UNROLL.value, placement=_PLACEMENT.value, donate=_DONATE.value, sync=_SYNC.value,
       sync_every=_SYNC_EVERY.value, blocks=_BLOCKS.value)
-  return runner.resolve(dataclasses.replace(cfg, **overrides))
+  return config.resolve(dataclasses.replace(cfg, **overrides))
 
 
 def run_main(argv, out: str | None, **overrides) -> None:
@@ -72,8 +72,10 @@ def run_main(argv, out: str | None, **overrides) -> None:
     if out:
       runner.check_writable(out)
     result = runner.run(cfg)
-  except (runner.ConfigError, data.DataError) as e:
+  except (config.ConfigError, data.DataError) as e:
     sys.exit(f"error: {e}")
   if out:
     runner.write_json(result, out)
     print(f"wrote {out}")
+  if result["diverged"]:
+    sys.exit(f"error: {runner.divergence_message(result)}")

@@ -14,16 +14,16 @@ import sys
 from absl import app, flags, logging
 
 from experiments import config_flags
-from jaxshallow import data, runner
+from jaxshallow import config, data, runner, trainers
 
 _IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Reference impl, then the one to check.")
 _TOL = flags.DEFINE_float("tolerance", 1e-3, "Allowed relative difference of lockstep losses.")
 _OUT = flags.DEFINE_string("out", None, "Write the comparison as JSON to this file.")
 
 
-def compare(cfg_ref: runner.Config, cfg_new: runner.Config, log=print) -> dict:
+def compare(cfg_ref: config.Config, cfg_new: config.Config, log=print) -> dict:
   ds = runner.load_data(cfg_ref)
-  ref, new, lock = (runner.make_trainer(c, ds) for c in (cfg_ref, cfg_new, cfg_new))
+  ref, new, lock = (trainers.make_trainer(c, ds) for c in (cfg_ref, cfg_new, cfg_new))
   for t in (ref, new, lock):
     t.compile()
   rows = []
@@ -51,12 +51,12 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   try:
     if len(_IMPLS.value) != 2:
-      raise runner.ConfigError(f"--impls takes two impls, got {','.join(_IMPLS.value)}")
+      raise config.ConfigError(f"--impls takes two impls, got {','.join(_IMPLS.value)}")
     cfgs = [config_flags.config_from_flags(impl=i) for i in _IMPLS.value]
     if _OUT.value:
       runner.check_writable(_OUT.value)
     result = compare(*cfgs)
-  except (runner.ConfigError, data.DataError) as e:
+  except (config.ConfigError, data.DataError) as e:
     sys.exit(f"error: {e}")
   result["tolerance"] = _TOL.value
   if _OUT.value:

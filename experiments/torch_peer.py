@@ -25,7 +25,7 @@ def available() -> str | None:
 
 
 class TorchTrainer:
-  """The Trainer interface of ``jaxshallow.runner`` for a PyTorch model."""
+  """The trainer interface of ``jaxshallow.trainers`` for a PyTorch model."""
 
   def __init__(self, cfg, ds, params, mode: str = "graph"):
     import torch

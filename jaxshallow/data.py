@@ -1,7 +1,8 @@
 """MNIST and Fashion-MNIST from the original gzip IDX files.
 
 Where the files come from, first match wins:
-  1. the ``data_dir`` argument (the ``--data_dir`` flag),
+  1. the ``data_dir`` argument (the ``--data_dir`` flag); a ``data_dir`` that is not an existing
+     folder is an error,
   2. the ``JAXSHALLOW_DATA_DIR`` environment variable,
   3. the per-user cache, ``$XDG_CACHE_HOME/jaxshallow`` (default ``~/.cache/jaxshallow``),
   4. a download into that cache from the public mirrors, or from the comma-separated base URLs in
@@ -171,6 +172,9 @@ def load(dataset: str = "mnist", data_dir: os.PathLike | None = None,
   """Load ``dataset`` ('mnist' or 'fashion') as uint8 arrays; see the module docstring."""
   if dataset not in DATASETS:
     raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
+  if data_dir is not None and not pathlib.Path(data_dir).expanduser().is_dir():
+    # A folder the user named is never silently replaced by another source.
+    raise DataError(f"data_dir {data_dir} does not exist or is not a folder")
   get = lambda name, ndim: parse_idx(locate(dataset, name, data_dir, mirrors), ndim)
   return Dataset(
       train_images=get("train-images-idx3-ubyte.gz", 3),

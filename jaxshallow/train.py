@@ -56,6 +56,35 @@ def loss_fn(params, x, y, *, ops, model=models.MLP):
 STATIC = ("tx", "impl", "precision", "model", "blocks")  # The static arguments of the steps.
 
 
+def check_inputs(params, images, labels, model, names=("batch[0]", "batch[1]")):
+  """Raise a ValueError naming the argument and the shapes if ``images`` and ``labels`` cannot
+  be ``model``'s input with ``params``. Shapes and dtypes are static, so this runs while
+  tracing, before the mistake can surface as an error from deep inside jax."""
+  xn, yn = names
+  x_shape, y_shape = tuple(jnp.shape(images)), tuple(jnp.shape(labels))
+  if len(x_shape) < 2:
+    raise ValueError(f"{xn} must hold a batch of examples (B, ...), got shape {x_shape}")
+  w_in, w_out = params[0]["w"], params[-1]["w"]
+  if model.name == "cnn":
+    channels = x_shape[3] if len(x_shape) == 4 else 1
+    flat = (((x_shape[1] - 4) // 2) * ((x_shape[2] - 4) // 2) * params[1]["w"].shape[3]
+            if len(x_shape) in (3, 4) else -1)
+    if channels != w_in.shape[2] or flat != w_out.shape[0]:
+      raise ValueError(f"{xn} of shape {x_shape} does not fit the cnn's params: they take "
+                       f"images (B, H, W) or (B, H, W, {w_in.shape[2]}) with "
+                       f"((H - 4) // 2) * ((W - 4) // 2) * {params[1]['w'].shape[3]} = "
+                       f"{w_out.shape[0]} features before the head")
+  elif int(np.prod(x_shape[1:])) != w_in.shape[0]:
+    raise ValueError(f"{xn} has {int(np.prod(x_shape[1:]))} features per example (shape "
+                     f"{x_shape}), but params[0]['w'] of shape {tuple(w_in.shape)} takes "
+                     f"{w_in.shape[0]}")
+  if y_shape != x_shape[:1]:
+    raise ValueError(f"{yn} must hold one value per example of {xn}: shape ({x_shape[0]},) for "
+                     f"{xn} of shape {x_shape}, got {y_shape}")
+  if model.loss == "xent" and not jnp.issubdtype(jnp.result_type(labels), jnp.integer):
+    raise ValueError(f"{yn} must hold integer class labels, got dtype {jnp.result_type(labels)}")
+
+
 def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: str = "float32",
                model=models.MLP, blocks=None):
   """One update on ``batch = (x, y)``; returns ``(params, opt_state, metrics)``.
@@ -64,6 +93,7 @@ def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: st
   classifiers, its accuracy. ``blocks`` picks Pallas block sizes (see ``ops.get_ops``).
   """
   x, y = batch
+  check_inputs(params, x, y, model)
   ops = ops_lib.get_ops(impl, precision, blocks)
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
   (loss, correct), grads = grad_fn(params, x, y, ops=ops, model=model)
@@ -81,6 +111,13 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
 
   Returns ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
   """
+  check_inputs(params, images, labels, model, names=("images", "labels"))
+  if jnp.ndim(order) != 1 or not jnp.issubdtype(jnp.result_type(order), jnp.integer):
+    raise ValueError(f"order must be a 1-D array of integer indices into images, got shape "
+                     f"{jnp.shape(order)} and dtype {jnp.result_type(order)}")
+  if not 1 <= batch_size <= order.shape[0]:
+    raise ValueError(f"batch_size must be between 1 and len(order) = {order.shape[0]}, got "
+                     f"{batch_size}")
   steps = order.shape[0] // batch_size
   batches = order[:steps * batch_size].reshape(steps, batch_size)
 

@@ -71,3 +71,17 @@ def test_bench_without_torch(real_data_dir, tmp_path):
   assert "PyTorch peer skipped" in md
   rows = numbers_in_table(md, "Workloads (reference configurations)")
   assert {r.split("|")[2].strip() for r in rows} == {"numpy", "xla", "pallas"}
+
+
+def test_bench_marks_a_diverged_run(real_data_dir):
+  """A configuration whose loss becomes NaN is a row that says "diverged", never an accuracy."""
+  from experiments import bench
+  from jaxshallow import config
+  cfg = config.resolve(config.Config(model="mlp", lr=1e6, epochs=2,
+                                     train_limit=640, test_limit=100,
+                                     data_dir=str(real_data_dir)))
+  r = bench.measure(bench.Case("workloads", "mlp", "xla", "reference", cfg, 1))
+  assert r["diverged"] and "test_accuracy" not in r
+  assert not math.isfinite(r["epoch_losses"][-1])
+  bench.add_speedups([r])
+  assert "| diverged |" in bench.table([r], "workloads")

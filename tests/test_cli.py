@@ -63,10 +63,34 @@ def test_bad_flags_fail_with_one_line(real_data_dir, args, message):
 def test_missing_data_without_network(tmp_path):
   env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "JAXSHALLOW_DATA_DIR": str(tmp_path / "none"),
          "JAXSHALLOW_MIRRORS": "http://127.0.0.1:9/"}
-  p = run_cli(f"--data_dir={tmp_path / 'nothing'}", env=env)
+  (tmp_path / "empty").mkdir()
+  p = run_cli(f"--data_dir={tmp_path / 'empty'}", env=env)
   assert p.returncode != 0 and "Traceback" not in p.stderr
   lines = [l for l in p.stderr.splitlines() if l.strip()]
   assert len(lines) == 1 and "not found" in lines[0] and "--data_dir" in lines[0], p.stderr
+
+
+def test_data_dir_that_does_not_exist_is_an_error(real_data_dir, tmp_path):
+  """Not silently replaced by $JAXSHALLOW_DATA_DIR, which holds the data here."""
+  p = run_cli(f"--data_dir={tmp_path / 'nonexistent'}", "--train_limit=640")
+  assert p.returncode != 0 and "Traceback" not in p.stderr
+  lines = [l for l in p.stderr.splitlines() if l.strip()]
+  assert len(lines) == 1 and "nonexistent does not exist" in lines[0], p.stderr
+
+
+@pytest.mark.parametrize("script,args", [
+    ("experiments.mnist", ["--lr=1e6", "--train_limit=640", "--test_limit=100", "--epochs=3"]),
+    ("experiments.regression", ["--lr=1e3", "--size=medium", "--epochs=3", "--hidden=32"])])
+def test_divergence_is_reported_not_hidden(real_data_dir, tmp_path, script, args):
+  out = tmp_path / "r.json"
+  p = run_cli(*args, f"--out={out}", script=script)
+  assert p.returncode != 0 and "Traceback" not in p.stderr
+  lines = [l for l in p.stderr.splitlines() if l.strip()]
+  assert len(lines) == 1 and "training diverged in epoch 1" in lines[0], p.stderr
+  assert "smaller --lr" in lines[0] and "test accuracy" not in p.stdout
+  r = json.loads(out.read_text())  # Written all the same.
+  assert r["diverged"] is True and r["diverged_epoch"] == 1
+  assert len(r["epoch_loss"]) == 1 and "test_accuracy" not in r and "final_mse" not in r
 
 
 def test_pallas_cli_runs_interpreted(real_data_dir, tmp_path):
@@ -180,10 +204,10 @@ def test_sweep_scores_on_a_holdout_of_the_training_set(real_data_dir):
 
 
 def test_holdout_scores_on_training_images_not_the_test_set(real_data_dir):
-  from jaxshallow import runner
-  cfg = runner.Config(model="logreg", epochs=1, train_limit=1200, holdout=200,
+  from jaxshallow import config, runner
+  cfg = config.Config(model="logreg", epochs=1, train_limit=1200, holdout=200,
                       data_dir=str(real_data_dir))
   r = runner.run(cfg, log=lambda s: None)
   assert (r["n_train"], r["n_test"], r["evaluated_on"]) == (1000, 200, "holdout")
-  with pytest.raises(runner.ConfigError, match="leaves no training examples"):
+  with pytest.raises(config.ConfigError, match="leaves no training examples"):
     runner.run(dataclasses.replace(cfg, holdout=1200), log=lambda s: None)

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxshallow
 from jaxshallow import numpy_ref, train
@@ -147,3 +148,60 @@ def test_cnn_float64_trajectory_matches_xla_on_blank_patches():
                        model=models.CNN)
         losses[impl].append(float(m["loss"]))
   np.testing.assert_allclose(losses["pallas"], losses["xla"], rtol=1e-10)
+
+
+BAD_BATCHES = [  # (images, labels, words the ValueError must contain)
+    (np.zeros((8, 27, 28), np.float32), np.zeros(8, np.int32),
+     ["batch[0]", "(8, 27, 28)", "(784, 16)"]),
+    (np.zeros((8, 28, 28), np.float32), np.zeros(7, np.int32), ["batch[1]", "(8,)", "(7,)"]),
+    (np.zeros((8, 28, 28), np.float32), np.zeros(8, np.float32), ["batch[1]", "integer", "float32"]),
+    (np.zeros(8, np.float32), np.zeros(8, np.int32), ["batch[0]", "(8,)"]),
+]
+
+
+@pytest.mark.parametrize("images,labels,words", BAD_BATCHES)
+@pytest.mark.parametrize("jit", [False, True])
+def test_train_step_names_a_bad_argument(images, labels, words, jit):
+  tx = train.make_optimizer("sgd", 0.1)
+  params = jaxshallow.init_mlp(jax.random.key(0), (784, 16, 10))
+  step = jax.jit(train.train_step, static_argnames="tx") if jit else train.train_step
+  with pytest.raises(ValueError) as e:
+    step(params, tx.init(params), (images, labels), tx=tx)
+  assert all(w in str(e.value).splitlines()[0] for w in words), str(e.value)
+
+
+def test_train_step_names_a_bad_cnn_image():
+  from jaxshallow import cnn, models
+  tx = train.make_optimizer("sgd", 0.1)
+  params = cnn.init_cnn(jax.random.key(0))
+  with pytest.raises(ValueError, match=r"batch\[0\] of shape \(4, 30, 30\)"):
+    train.train_step(params, tx.init(params), (np.zeros((4, 30, 30)), np.zeros(4, np.int32)),
+                     tx=tx, model=models.CNN)
+
+
+@pytest.mark.parametrize("n_labels,order,batch_size,match", [
+    (100, np.arange(100, dtype=np.int32), 200, "batch_size must be between 1 and len"),
+    (100, np.arange(100.0), 10, "order must be a 1-D array of integer"),
+    (50, np.arange(100, dtype=np.int32), 10, r"labels must hold one value .* got \(50,\)")])
+def test_train_epoch_names_a_bad_argument(n_labels, order, batch_size, match):
+  tx = train.make_optimizer("sgd", 0.1)
+  params = jaxshallow.init_mlp(jax.random.key(0), (784, 16, 10))
+  images, labels = synthetic(100, np.random.default_rng(0))
+  with pytest.raises(ValueError, match=match):
+    train.train_epoch(params, tx.init(params), images, labels[:n_labels], order, tx=tx,
+                      batch_size=batch_size)
+
+
+def test_kernels_stand_on_their_own():
+  """pallas_kernels never imports the library that uses it (no import cycle), and every module
+  of the library keeps to one job (under 300 lines)."""
+  import ast
+  import pathlib
+  root = pathlib.Path(__file__).resolve().parents[1]
+  for path in (root / "pallas_kernels").glob("*.py"):
+    for node in ast.walk(ast.parse(path.read_text())):
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+               [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+      assert not any(n.split(".")[0] == "jaxshallow" for n in names), path.name
+  for path in (root / "jaxshallow").glob("*.py"):
+    assert len(path.read_text().splitlines()) <= 300, path.name
