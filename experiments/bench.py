@@ -69,7 +69,7 @@ TECHNIQUES = [  # (variant name, Config overrides, whether it is slow)
     ("tf32", dict(precision="tf32"), False),
     ("bfloat16", dict(precision="bfloat16"), False),
 ]
-COLUMNS = ["group", "workload", "impl", "variant", "optimizer", "lr", "batch_size", "epochs",
+COLUMNS = ["group", "workload", "impl", "variant", "fusion", "optimizer", "lr", "batch_size", "epochs",
            "n_train", "repeats", "train_time_s", "epoch_time_s", "steps_per_s", "samples_per_s",
            "compile_time_s", "device_memory_mb", "diverged", "test_accuracy", "final_mse",
            "x_numpy", "x_torch_graph"]
@@ -107,6 +107,9 @@ def build_cases(impls: list[str]) -> list[Case]:
     for impl in [i for i in impls if i != "torch"] + (peers if w in ("mlp", "cnn") else []):
       slow = impl in ("numpy", "torch-eager")
       cases.append(Case("workloads", w, impl, "reference", cfg(w, impl), 1 if slow else repeats))
+      if impl == "pallas" and cases[-1].cfg.fusion == "epoch":  # The step-per-iteration path.
+        cases.append(Case("workloads", w, impl, "op kernels (--fusion=ops)",
+                          cfg(w, impl, fusion="ops"), repeats))
   if "mlp" in _WORKLOADS.value:
     jax_impls = [i for i in ("xla", "pallas") if i in impls]
     if _TECHNIQUES.value:
@@ -160,6 +163,7 @@ def measure(case: Case) -> dict:
   mem = trainer.memory_bytes()
   result = dict(
       group=case.group, workload=case.workload, impl=case.impl, variant=case.variant,
+      fusion=cfg.fusion if case.impl == "pallas" else None,
       optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs,
       n_train=len(ds.train_labels),
       repeats=case.repeats, train_time_s=total, epoch_time_s=total / epochs,

@@ -13,12 +13,19 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags, logging
 
+import functools
+
+from jaxshallow import fused_epoch, mlp, models, train
 from jaxshallow import numpy_cnn
-from pallas_kernels import common, conv, dense, dense_xent, max_pool, mse, softmax_xent
+from pallas_kernels import (common, conv, dense, dense_xent, max_pool, mlp_epoch, mse,
+                            softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
-_ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv"], "Which groups: dense, "
-                          "xent, head (the fused output layer), conv (with max-pool and MSE).")
+_ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv", "epoch", "barrier"],
+                          "Which groups: dense, xent, head (the fused output layer), conv (with "
+                          "max-pool and MSE), epoch (the whole-epoch kernel), barrier (its grid "
+                          "barrier under stress; GPU only).")
+_BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
 
 # Relative Frobenius-norm error allowed against float64, per precision mode.
 TOLERANCE = {"float32": 1e-5, "tf32": 5e-3, "bfloat16": 2e-2}
@@ -148,6 +155,72 @@ def conv_cases(rng, interpret):
     yield f"mse n={n}", "float32", max(rel_err(loss, np.mean(d * d)), rel_err(grad, 2 * d / n))
 
 
+# (widths, batch, optimizer): every MLP-family shape of the project, odd sizes, batch 1 and 37.
+EPOCH_CASES = [((784, 256, 10), 64, "sgd"), ((784, 10), 64, "sgd"), ((784, 512, 256, 10), 64, "sgd"),
+               ((784, 256, 10), 1, "sgd"), ((33, 40, 17, 3), 37, "momentum"),
+               ((784, 256, 10), 256, "momentum"), ((32, 256, 1), 256, "sgd"),
+               ((32, 1024, 1), 256, "sgd"), ((32, 256, 1024, 256, 1), 256, "sgd")]
+EPOCH_STEPS = 20
+
+
+def _epoch_reference(params, x, y, order, lr, optimizer, batch, model):
+  """Per-step losses and final params of the same steps through train_step, float64 on the CPU."""
+  with jax.enable_x64(True), jax.default_device(jax.devices("cpu")[0]):
+    p = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
+    tx = train.make_optimizer(optimizer, lr)
+    state, losses = tx.init(p), []
+    step = jax.jit(functools.partial(train.train_step, tx=tx, model=model))
+    xs = np.asarray(x, np.float64) / (255.0 if x.dtype == np.uint8 else 1.0)
+    for s in range(EPOCH_STEPS):
+      idx = order[s * batch:(s + 1) * batch]
+      p, state, m = step(p, state, (xs[idx], y[idx]))
+      losses.append(float(m["loss"]))
+    return np.array(losses), [np.asarray(a) for a in jax.tree.leaves(p)]
+
+
+def epoch_cases(rng, interpret):
+  """The whole-epoch kernel (compiled on a GPU: one launch) against train_step in float64."""
+  for widths, batch, optimizer in EPOCH_CASES:
+    head = "mse" if widths[-1] == 1 else "xent"
+    n = EPOCH_STEPS * batch + 5
+    if head == "xent":
+      x = rng.integers(0, 256, (n, widths[0]), dtype=np.uint8)
+      y = rng.integers(0, widths[-1], n).astype(np.int32)
+    else:
+      x = rng.uniform(-1, 1, (n, widths[0])).astype(np.float32)
+      y = (x ** 2).sum(1).astype(np.float32)
+    order, lr = rng.permutation(n).astype(np.int32), (0.1 if head == "xent" else 0.002)
+    params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths, bias=head == "xent")
+    model = models.MLP if head == "xent" else models.REGRESSION
+    ref_losses, ref_params = _epoch_reference(params, x, y, order, lr, optimizer, batch, model)
+    for precision in TOLERANCE:
+      plan = mlp_epoch.make_plan(widths, batch, EPOCH_STEPS, head=head, bias=head == "xent",
+                                 momentum=optimizer == "momentum", precision=precision,
+                                 max_programs=fused_epoch._max_programs())
+      fn = jax.jit(functools.partial(mlp_epoch.train_epoch, plan=plan, fused=not interpret,
+                                     interpret=interpret))
+      got, _, losses, _ = fn(params, None, x, y, order, lr, 0.9)
+      err = max(rel_err(losses, ref_losses),
+                *(rel_err(a, b) for a, b in zip(jax.tree.leaves(got), ref_params)))
+      yield (f"epoch kernel {'-'.join(map(str, widths))} batch {batch} {optimizer} "
+             f"P={plan.programs}"), precision, err
+
+
+def barrier_cases(rng, interpret):
+  """Every value exchanged across the grid barrier, over thousands of rounds (GPU only: in
+  interpret mode the programs run one by one and a spin barrier never opens)."""
+  del rng
+  if interpret:
+    print("skip grid barrier stress: interpret mode")
+    return
+  for programs in sorted({16, 128, fused_epoch._max_programs()}):
+    for warps in (4, 8):
+      bad = np.asarray(mlp_epoch.barrier_stress(programs, _BARRIER_ROUNDS.value,
+                                                num_warps=warps))
+      yield (f"grid barrier P={programs} warps={warps} rounds={_BARRIER_ROUNDS.value} "
+             f"wrong={int(bad.sum())}"), "float32", float(bad.sum())
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -157,7 +230,8 @@ def main(argv):
   print(f"device {d.platform}: {d.device_kind}; jax {jax.__version__}; "
         f"{'interpret mode' if interpret else 'compiled kernels'}")
   failures, count = 0, 0
-  groups = {"dense": dense_cases, "xent": xent_cases, "head": head_cases, "conv": conv_cases}
+  groups = {"dense": dense_cases, "xent": xent_cases, "head": head_cases, "conv": conv_cases,
+            "epoch": epoch_cases, "barrier": barrier_cases}
   unknown = set(_ONLY.value) - set(groups)
   if unknown:
     sys.exit(f"error: unknown --only group(s) {', '.join(sorted(unknown))}")

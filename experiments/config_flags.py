@@ -39,6 +39,9 @@ _SYNC = flags.DEFINE_string("sync", "epoch", "epoch: fetch the loss once an epoc
 _SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "With --sync=epoch: bring the losses to "
                                    "the host every N epochs only.")
 _BLOCKS = flags.DEFINE_string("blocks", None, "Pallas dense block sizes BM,BN,BK, or auto.")
+_FUSION = flags.DEFINE_string("fusion", None, "pallas: epoch (the whole epoch in one kernel; the "
+                              "default for the MLP family) or ops (one step per scan "
+                              "iteration through the op kernels; the cnn's default).")
 
 
 def parse_widths(text: str) -> tuple[int, ...]:
@@ -57,7 +60,7 @@ def config_from_flags(**overrides) -> config.Config:
       precision=_PRECISION.value, numpy_dtype=_NUMPY_DTYPE.value, data_dir=_DATA_DIR.value,
       train_limit=_TRAIN_LIMIT.value, test_limit=_TEST_LIMIT.value, dispatch=_DISPATCH.value,
       unroll=_UNROLL.value, placement=_PLACEMENT.value, donate=_DONATE.value, sync=_SYNC.value,
-      sync_every=_SYNC_EVERY.value, blocks=_BLOCKS.value)
+      sync_every=_SYNC_EVERY.value, blocks=_BLOCKS.value, fusion=_FUSION.value)
   return config.resolve(dataclasses.replace(cfg, **overrides))
 
 

@@ -65,6 +65,9 @@ class Config:
   sync: str = "epoch"  # epoch: fetch metrics once an epoch; step: after every step (loop only)
   sync_every: int = 1  # With sync="epoch": bring the losses to the host every N epochs.
   blocks: str | None = None  # Pallas dense block sizes: None, "BM,BN,BK" or "auto".
+  # Pallas only: "epoch", the whole epoch in one kernel (MLP family), or "ops", one step per
+  # iteration of a scan through the op kernels. None: epoch where the kernel can, else ops.
+  fusion: str | None = None
 
 
 def _datasets(model: str):
@@ -110,6 +113,8 @@ def validate(cfg: Config) -> None:
                                cfg.sync_every) == ("scan", "resident", "epoch", 1, True, 1),
        "the techniques apply to xla and pallas only"),
       (cfg.blocks is None or cfg.impl == "pallas", "--blocks applies to --impl=pallas only"),
+      (cfg.fusion in (None, "epoch", "ops"), f"fusion must be epoch or ops, got {cfg.fusion!r}"),
+      (cfg.fusion is None or cfg.impl == "pallas", "--fusion applies to --impl=pallas only"),
       (positive(cfg.train_limit), f"train_limit must be at least 1, got {cfg.train_limit}"),
       (positive(cfg.test_limit), f"test_limit must be at least 1, got {cfg.test_limit}"),
       (cfg.holdout >= 0, f"holdout must be at least 0, got {cfg.holdout}"),
@@ -137,4 +142,28 @@ def resolve(cfg: Config) -> Config:
     fill["lr"] = LEARNING_RATES[cfg.model, optimizer]
   if cfg.model in ("logreg", "cnn"):
     fill["hidden"] = ()  # Fixed architectures.
-  return dataclasses.replace(cfg, **fill)
+  cfg = dataclasses.replace(cfg, **fill)
+  if cfg.impl == "pallas":
+    cfg = dataclasses.replace(cfg, fusion=_fusion(cfg))
+  return cfg
+
+
+def _fusion(cfg: Config) -> str:
+  """The fused epoch kernel where it can train ``cfg``, else the op kernels; a one-line notice
+  when the epoch kernel was asked for, or is the model's default, and cannot be used."""
+  import logging
+  from jaxshallow import fused_epoch
+  wanted = cfg.fusion or ("epoch" if cfg.model in fused_epoch.MODELS else "ops")
+  if wanted == "ops":
+    return "ops"
+  why = fused_epoch.problem(cfg.model, 1 if cfg.model == "regression" else 10, cfg.batch_size,
+                            cfg.optimizer)
+  if why is None and cfg.dispatch != "scan":
+    why = f"--dispatch={cfg.dispatch} runs one step per call"
+  if why is None and cfg.blocks is not None:
+    why = "--blocks sets the op kernels' block sizes"
+  if why:
+    logging.getLogger("jaxshallow").warning(
+        "--fusion=epoch cannot train this (%s): using the op kernels (--fusion=ops)", why)
+    return "ops"
+  return "epoch"

@@ -54,7 +54,7 @@ class JaxTrainer(TrainerState):
       epoch = train.train_epoch if self.cfg.donate else train.train_epoch_no_donate
       self.fn = epoch.lower(self.params, self.opt_state, *self.data["train"], self.orders[0],
                             tx=self.tx, batch_size=self.cfg.batch_size, unroll=self.cfg.unroll,
-                            **self.static).compile()
+                            fusion=self.cfg.fusion or "ops", **self.static).compile()
     else:
       streamed = self.cfg.placement == "streamed"
       step = train.jit_step(train.step_on_batch if streamed else train.step_on_indices,

@@ -12,6 +12,7 @@ serves the whole run.
 from __future__ import annotations
 
 import functools
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -19,21 +20,33 @@ import numpy as np
 import optax
 from jax import lax
 
-from jaxshallow import models
+from jaxshallow import fused_epoch, models
 from jaxshallow import ops as ops_lib
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 
 
-def make_optimizer(name: str = "sgd", lr: float = 0.1, momentum: float = 0.9):
+class Optimizer(NamedTuple):
+  """An optax GradientTransformation that also says what it computes, so that a fused epoch
+  kernel, which runs the update itself, can run the same one."""
+  init: Callable
+  update: Callable
+  name: str
+  lr: float
+  momentum: float
+
+
+def make_optimizer(name: str = "sgd", lr: float = 0.1, momentum: float = 0.9) -> Optimizer:
   """An optax optimizer: plain SGD (default), SGD with momentum, or Adam."""
   if name == "sgd":
-    return optax.sgd(lr)
-  if name == "momentum":
-    return optax.sgd(lr, momentum=momentum)
-  if name == "adam":
-    return optax.adam(lr)
-  raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+    tx = optax.sgd(lr)
+  elif name == "momentum":
+    tx = optax.sgd(lr, momentum=momentum)
+  elif name == "adam":
+    tx = optax.adam(lr)
+  else:
+    raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+  return Optimizer(tx.init, tx.update, name, float(lr), float(momentum))
 
 
 def to_float(x):
@@ -106,8 +119,10 @@ def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: st
 
 
 def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, impl: str = "xla",
-           precision: str = "float32", model=models.MLP, blocks=None, unroll: int = 1):
-  """One epoch over ``images[order]`` (resident on the device) as a single ``lax.scan``.
+           precision: str = "float32", model=models.MLP, blocks=None, unroll: int = 1,
+           fusion: str = "ops"):
+  """One epoch over ``images[order]`` (resident on the device) as a single ``lax.scan``, or,
+  with ``impl="pallas", fusion="epoch"``, as one Pallas kernel (``pallas_kernels.mlp_epoch``).
 
   Returns ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
   """
@@ -119,6 +134,13 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
     raise ValueError(f"batch_size must be between 1 and len(order) = {order.shape[0]}, got "
                      f"{batch_size}")
   steps = order.shape[0] // batch_size
+  if fusion == "epoch":
+    if impl != "pallas":
+      raise ValueError(f"fusion='epoch' is a Pallas kernel: it needs impl='pallas', got {impl!r}")
+    return fused_epoch.run(params, opt_state, images, labels, order, tx=tx, steps=steps,
+                           batch_size=batch_size, precision=precision, model=model)
+  if fusion != "ops":
+    raise ValueError(f"fusion must be 'ops' or 'epoch', got {fusion!r}")
   batches = order[:steps * batch_size].reshape(steps, batch_size)
 
   def body(carry, idx):
@@ -131,7 +153,7 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
   return params, opt_state, jax.tree.map(jnp.mean, metrics)
 
 
-_EPOCH_STATIC = STATIC + ("batch_size", "unroll")
+_EPOCH_STATIC = STATIC + ("batch_size", "unroll", "fusion")
 # ``params`` and ``opt_state`` are donated: their buffers are reused for the results.
 train_epoch = jax.jit(_epoch, static_argnames=_EPOCH_STATIC, donate_argnums=(0, 1))
 train_epoch_no_donate = jax.jit(_epoch, static_argnames=_EPOCH_STATIC)

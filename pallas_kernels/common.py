@@ -74,10 +74,11 @@ def span(start, size: int):
   return _i32(start) + jnp.arange(size, dtype=jnp.int32)
 
 
-def load_vec(ref, start, size: int, other=0.0):
-  """``ref[start:start+size]`` of a 1-D ref, ``other`` past its end."""
+def load_vec(ref, start, size: int, other=0.0, volatile=False):
+  """``ref[start:start+size]`` of a 1-D ref, ``other`` past its end. ``volatile``: read memory,
+  not a cache line this program may hold (data other programs wrote during this launch)."""
   idx = span(start, size)
-  return plgpu.load(ref.at[idx], mask=idx < ref.shape[0], other=other)
+  return plgpu.load(ref.at[idx], mask=idx < ref.shape[0], other=other, volatile=volatile)
 
 
 def store_vec(ref, start, value, ok=None):
@@ -95,10 +96,10 @@ def _tile_index(ref, r0, c0, br, bc):
   return ref.at[rows[:, None], cols[None, :]], mask
 
 
-def load_tile(ref, r0, c0, br, bc):
+def load_tile(ref, r0, c0, br, bc, volatile=False):
   """``ref[r0:r0+br, c0:c0+bc]`` as a (br, bc) tile, zeros outside the array."""
   view, mask = _tile_index(ref, r0, c0, br, bc)
-  return plgpu.load(view, mask=mask, other=0.0)
+  return plgpu.load(view, mask=mask, other=0.0, volatile=volatile)
 
 
 def store_tile(ref, r0, c0, value, row_ok=None):

@@ -89,6 +89,7 @@ def test_unreachable_mirror_is_one_line_error(tmp_path, monkeypatch):
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
   monkeypatch.delenv(data.ENV_VAR, raising=False)
   with pytest.raises(data.DataError) as e:
+    (tmp_path / "empty").mkdir()
     data.load("mnist", tmp_path / "empty", mirrors=["http://127.0.0.1:9/"])  # Port 9: discard.
   msg = str(e.value)
   assert "train-images-idx3-ubyte.gz" in msg and "--data_dir" in msg and "\n" not in msg

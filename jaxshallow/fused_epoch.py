@@ -1,0 +1,71 @@
+"""The MLP family's whole epoch as one Pallas kernel (``pallas_kernels.mlp_epoch``), in the
+shape of ``train.train_epoch``: params and optax state in, params, optax state and metrics out.
+
+On a GPU the kernel runs compiled, one launch an epoch; elsewhere the same phase code runs in
+interpret mode, one call per phase and step (slow, for tests).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+MODELS = ("mlp", "logreg", "regression")
+OPTIMIZERS = ("sgd", "momentum")
+
+
+def problem(model: str, n_outputs: int, batch_size: int, optimizer: str) -> str | None:
+  """Why the epoch kernel cannot train this configuration (one line), or None if it can."""
+  from pallas_kernels import mlp_epoch
+  if model not in MODELS:
+    return f"the {model} is not in the MLP family"
+  if optimizer not in OPTIMIZERS:
+    return f"it runs {' and '.join(OPTIMIZERS)}, not {optimizer}"
+  if batch_size > mlp_epoch.MAX_BATCH:
+    return f"batch {batch_size} is over the {mlp_epoch.MAX_BATCH} rows it holds"
+  if n_outputs > mlp_epoch.MAX_OUTPUTS:
+    return f"{n_outputs} outputs are over the {mlp_epoch.MAX_OUTPUTS} it holds"
+  return None
+
+
+def _max_programs() -> int:
+  """All programs must be resident at once: at most one per SM on a GPU. On the CPU the count
+  changes only which program computes which tile, never a result."""
+  d = jax.devices()[0]
+  if d.platform == "gpu":
+    return int(getattr(d, "core_count", 0) or 132)
+  return 8
+
+
+def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
+        precision: str, model):
+  """One epoch through the kernel; the arguments are those of ``train.train_epoch``."""
+  from pallas_kernels import common, mlp_epoch
+  name = getattr(tx, "name", None)
+  if name is None:
+    raise ValueError("fusion='epoch' runs the optimizer inside the kernel: make tx with "
+                     "jaxshallow.make_optimizer")
+  widths = (params[0]["w"].shape[0], *(layer["w"].shape[1] for layer in params))
+  why = problem(model.name, widths[-1], batch_size, name)
+  if why:
+    raise ValueError(f"fusion='epoch' cannot train this: {why}")
+  momentum = name == "momentum"
+  plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
+                             momentum=momentum, precision=precision,
+                             max_programs=_max_programs())
+  velocities = None
+  leaves, treedef = jax.tree.flatten(opt_state)
+  if momentum:  # optax's TraceState holds one velocity per parameter, in params' order.
+    velocities = jax.tree.unflatten(jax.tree.structure(params), leaves)
+  x = images.reshape(images.shape[0], -1)
+  y = labels.astype(jnp.int32) if model.loss == "xent" else labels
+  interpret = common.interpret_default()
+  params, velocities, losses, correct = mlp_epoch.train_epoch(
+      params, velocities, x, y, order, tx.lr, tx.momentum, plan=plan, fused=not interpret,
+      interpret=interpret)
+  if momentum:
+    opt_state = jax.tree.unflatten(treedef, jax.tree.leaves(velocities))
+  metrics = {"loss": jnp.mean(losses)}
+  if model.loss == "xent":
+    metrics["accuracy"] = jnp.sum(correct) / (steps * batch_size)
+  return params, opt_state, metrics

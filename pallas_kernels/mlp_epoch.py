@@ -1,0 +1,512 @@
+"""A whole epoch of MLP training in one kernel launch: forward, backward and SGD update of every
+step, with the batches gathered from the uint8 data by the epoch's order.
+
+Why: a step of these small networks is under a microsecond of the chip's arithmetic, but an XLA
+loop over steps pays 7-13 us per iteration for its kernel launches. Here the programs stay
+resident for the whole epoch, loop over the steps themselves, and meet at grid-wide barriers
+where a step needs data that other programs computed.
+
+Layout. Layer l maps n_l inputs to n_{l+1} outputs; its weight matrix is cut into tiles of
+``block_k`` rows (inputs) by ``block_n`` columns (output units). Tile t of a layer always belongs
+to program t % P, so each weight tile (and its velocity) is read and written by one program only.
+A step runs these phases, each followed by a grid barrier where another program reads its output:
+  F_0       per tile: partial pre-activations x[:, k-tile] @ W_0[tile] into scratch
+  F_l       per tile: the input tile a = relu(sum over k-tiles of layer l-1's partials + b), in a
+            fixed order (every program that needs the same tile computes the same bits), then
+            a @ W_l[tile] into scratch; the n-tile-0 program also stores a for the backward pass
+  B_last    per tile of the last layer: logits (or the regression output) summed in a fixed
+            order, the loss and its gradient g; dA = g @ W^T into scratch; W -= lr * a^T g
+  B_l       per tile, l = L-2 .. 0: g = dA_{l+1}[:, n-tile] * [a_{l+1} > 0]; dA_l (if l > 0);
+            W_l -= lr * a_l^T g; the k-tile-0 program updates the bias
+That is 2L - 1 barriers a step. No scratch needs double-buffering: every buffer is next written
+at least one barrier after its last reader passed. The exception is the last layer's bias, read
+by every B_last program and updated by one in the same phase: it alternates between two rows by
+step parity. Sums run in fixed orders and nothing uses floating-point atomics, so every run gives
+the same bits.
+
+Two forms of the same phase code:
+  ``epoch``         one ``pallas_call`` (GPU): a loop over steps, barriers between phases. All
+                    programs must be resident at once, so P is at most the SM count.
+  ``epoch_phases``  one ``pallas_call`` per phase and step (interpret mode, CPU tests): the call
+                    boundary is the barrier, since interpret mode runs programs one by one and a
+                    spin barrier would never open there.
+
+The barrier (``grid_barrier``) uses the results of its atomics: the arrival's returned count
+sets the spin's target, and the acquire is an atomic whose result feeds a loop condition.
+Written with discarded atomic results, data exchanged across it was read wrong (H100, jax
+0.11.2); ``experiments.check_kernels`` stress-tests it on the device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from pallas_kernels import common
+from pallas_kernels.softmax_xent import row_stats, softmax_minus_onehot
+
+MAX_BATCH = 512  # Rows of a step held in registers; larger batches use the op kernels.
+MAX_OUTPUTS = 128  # The last layer's outputs must fit one tile.
+HIDDEN_BLOCK = 16  # Units per tile of hidden layers (and inputs per tile of deeper layers).
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """The static shape of one epoch kernel (hashable: a static argument)."""
+  widths: tuple[int, ...]  # n_0 (inputs) ... n_L (outputs)
+  batch: int
+  steps: int
+  head: str  # "xent" (integer labels) or "mse" (one output, float targets), as Model.loss
+  bias: bool
+  momentum: bool
+  programs: int
+  precision: str = "float32"
+  scale_u8: bool = True  # uint8 inputs are scaled to [0, 1]
+
+  @property
+  def layers(self) -> int:
+    return len(self.widths) - 1
+
+  @property
+  def rows(self) -> int:  # The batch padded to a power of two (Triton tiles).
+    return max(16, pl.next_power_of_2(self.batch))
+
+  def block_k(self, l: int) -> int:
+    if l > 0:
+      return HIDDEN_BLOCK
+    # Layer 0: as many input columns as keep a (rows, block_k) tile at 8K values.
+    return max(16, min(128, 8192 // self.rows, pl.next_power_of_2(self.widths[0])))
+
+  def block_n(self, l: int) -> int:
+    if l == self.layers - 1:
+      return max(16, pl.next_power_of_2(self.widths[-1]))
+    return HIDDEN_BLOCK
+
+  def k_tiles(self, l: int) -> int:
+    return pl.cdiv(self.widths[l], self.block_k(l))
+
+  def n_tiles(self, l: int) -> int:
+    return pl.cdiv(self.widths[l + 1], self.block_n(l))
+
+  def tiles(self, l: int) -> int:
+    return self.k_tiles(l) * self.n_tiles(l)
+
+
+def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
+              precision="float32", scale_u8=True, max_programs=132) -> Plan:
+  """The plan for these shapes; ValueError (one line) for what the kernel cannot hold."""
+  widths = tuple(int(w) for w in widths)
+  if len(widths) < 2:
+    raise ValueError(f"an MLP needs at least two widths, got {widths}")
+  if batch > MAX_BATCH:
+    raise ValueError(f"batch {batch} is over the epoch kernel's {MAX_BATCH} rows")
+  if widths[-1] > MAX_OUTPUTS:
+    raise ValueError(f"{widths[-1]} outputs are over the epoch kernel's {MAX_OUTPUTS}")
+  if head == "mse" and widths[-1] != 1:
+    raise ValueError("the mse head has one output")
+  plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8)
+  programs = min(max_programs, max(plan.tiles(l) for l in range(plan.layers)))
+  return dataclasses.replace(plan, programs=programs)
+
+
+# The state the kernel reads and writes, as one flat list of arrays in a fixed order. ----------
+
+def state_names(plan: Plan) -> list[str]:
+  L = plan.layers
+  names = [f"w{l}" for l in range(L)]
+  if plan.bias:
+    names += [f"b{l}" for l in range(L)]
+  if plan.momentum:
+    names += [f"vw{l}" for l in range(L)]
+    names += [f"vb{l}" for l in range(L)] if plan.bias else []
+  names += [f"part{l}" for l in range(L)]  # Partial pre-activations, (k_tiles * rows, n_out).
+  names += [f"act{l}" for l in range(1, L)]  # Hidden activations, (rows, n_l).
+  names += [f"dact{l}" for l in range(1, L)]  # Gradients of hidden activations, partial by
+  # n-tile of the layer above: (n_tiles(l) * rows, n_l).
+  names += ["loss", "correct"]
+  return names
+
+
+def scratch_shapes(plan: Plan, dtype) -> dict:
+  L, R = plan.layers, plan.rows
+  s = {f"part{l}": (plan.k_tiles(l) * R, plan.widths[l + 1]) for l in range(L)}
+  s.update({f"act{l}": (R, plan.widths[l]) for l in range(1, L)})
+  s.update({f"dact{l}": (plan.n_tiles(l) * R, plan.widths[l]) for l in range(1, L)})
+  shapes = {k: jax.ShapeDtypeStruct(v, dtype) for k, v in s.items()}
+  shapes["loss"] = jax.ShapeDtypeStruct((plan.steps,), dtype)
+  shapes["correct"] = jax.ShapeDtypeStruct((plan.steps,), jnp.int32)
+  return shapes
+
+
+# The phases ------------------------------------------------------------------------------------
+
+def _tile_loop(plan: Plan, pid, n_tiles: int, body):
+  """Run ``body(t)`` for this program's tiles t = pid, pid + P, ... below ``n_tiles``."""
+  def run(i, _):
+    t = pid.astype(jnp.int32) + i * np.int32(plan.programs)
+
+    @pl.when(t < n_tiles)
+    def _():
+      body(t)
+    return 0
+  lax.fori_loop(np.int32(0), np.int32(pl.cdiv(n_tiles, plan.programs)), run, 0)
+
+
+def _split(t, n_tiles):
+  n = np.int32(n_tiles)  # Not a Python int: int64 when x64 is enabled.
+  return lax.div(t, n), lax.rem(t, n)
+
+
+def batch_rows(plan, order_ref, s):
+  """This step's example indices (padded rows repeat example 0 and are masked later)."""
+  rows = common.load_vec(order_ref, s * plan.batch, plan.rows, other=0)
+  ok = jnp.arange(plan.rows) < plan.batch
+  return jnp.where(ok, rows, 0), ok
+
+
+def _inputs(plan, x_ref, rows, ok, k0, bk):
+  """The (rows, bk) tile of this step's inputs, columns k0.., zeros where padded."""
+  cols = k0 + jnp.arange(bk)
+  x = plgpu.load(x_ref.at[rows[:, None], cols[None, :]],
+                 mask=ok[:, None] & (cols[None, :] < x_ref.shape[1]), other=0)
+  if x_ref.dtype == jnp.uint8:
+    x = x.astype(jnp.float32)
+    return x / 255.0 if plan.scale_u8 else x
+  return x.astype(common.acc_dtype(x_ref.dtype))
+
+
+def _sum_parts(ref, n_parts, rows, c0, bc):
+  """sum over p of ref[p * rows:(p + 1) * rows, c0:c0 + bc], in order p = 0, 1, ...
+  Unrolled up to 32 parts, so that all the loads are in flight at once."""
+  load = lambda p: common.load_tile(ref, p * rows, c0, rows, bc, volatile=True)
+  if n_parts <= 32:
+    parts = [load(p) for p in range(n_parts)]
+    total = parts[0]
+    for part in parts[1:]:
+      total = total + part
+    return total
+  return lax.fori_loop(np.int32(1), np.int32(n_parts), lambda p, acc: acc + load(p), load(0))
+
+
+def _hidden(plan, st, l, k0, bk):
+  """relu(pre-activation) of hidden layer l's units k0..k0+bk (l >= 1), from layer l-1's
+  partials, plus the bias."""
+  z = _sum_parts(st[f"part{l - 1}"], plan.k_tiles(l - 1), plan.rows, k0, bk)
+  if plan.bias:
+    z += common.load_vec(st[f"b{l - 1}"], k0, bk, volatile=True)[None, :]
+  ok = jnp.arange(plan.rows) < plan.batch
+  return jnp.where(ok[:, None], jnp.maximum(z, 0.0), 0.0)
+
+
+def _layer_input(plan, st, io, l, k0, bk, rows, ok):
+  """The (rows, bk) tile of layer l's input during the backward pass."""
+  if l == 0:
+    return _inputs(plan, io["x"], rows, ok, k0, bk)
+  return common.load_tile(st[f"act{l}"], 0, k0, plan.rows, bk, volatile=True)
+
+
+def _update(plan, st, io, name, r0, c0, grad):
+  """SGD (with momentum if planned) on the tile of ``name`` at (r0, c0); owner-only."""
+  ref, lr = st[name], io["lr"][...]
+  if grad.ndim == 1:
+    w = common.load_vec(ref, c0, grad.shape[0])
+  else:
+    w = common.load_tile(ref, r0, c0, *grad.shape)
+  if plan.momentum:
+    vref = st["v" + name]
+    v = (common.load_vec(vref, c0, grad.shape[0]) if grad.ndim == 1 else
+         common.load_tile(vref, r0, c0, *grad.shape))
+    grad = grad + io["momentum"][...] * v  # optax: trace = g + decay * trace.
+    _store(vref, r0, c0, grad)
+  _store(ref, r0, c0, w - lr * grad)
+
+
+def _store(ref, r0, c0, value):
+  if value.ndim == 1:
+    common.store_vec(ref, c0, value)
+  else:
+    common.store_tile(ref, r0, c0, value)
+
+
+def forward_phase(plan, st, io, l, pid, s):
+  """F_l: every tile's partial product into ``part{l}``."""
+  bk, bn, nt_count = plan.block_k(l), plan.block_n(l), plan.n_tiles(l)
+  rows, ok = io["rows"]
+
+  def tile(t):
+    kt, nt = _split(t, nt_count)
+    k0, n0 = kt * bk, nt * bn
+    if l == 0:
+      a = _inputs(plan, io["x"], rows, ok, k0, bk)
+    else:
+      a = _hidden(plan, st, l, k0, bk)
+
+      @pl.when(nt == 0)  # One program per input tile keeps it for the backward pass.
+      def _():
+        common.store_tile(st[f"act{l}"], 0, k0, a)
+    w = common.load_tile(st[f"w{l}"], k0, n0, bk, bn)
+    common.store_tile(st[f"part{l}"], kt * plan.rows, n0, common.dot(a, w, plan.precision))
+  _tile_loop(plan, pid, plan.tiles(l), tile)
+
+
+def _head(plan, st, io, rows, ok, s):
+  """The last layer's outputs, the per-step loss (and correct count), and dloss/dz."""
+  L, R, c = plan.layers, plan.rows, plan.widths[-1]
+  bc = plan.block_n(L - 1)
+  z = _sum_parts(st[f"part{L - 1}"], plan.k_tiles(L - 1), R, 0, bc)
+  if plan.bias:  # Alternates between two rows by step parity: see the module docstring.
+    z += common.load_tile(st[f"b{L - 1}"], lax.rem(s, np.int32(2)), 0, 1, bc, volatile=True)
+  cols = jnp.arange(bc)
+  if plan.head == "xent":
+    z = jnp.where(cols[None, :] < c, z, -jnp.inf)
+    labels = plgpu.load(io["y"].at[rows], mask=ok, other=0)
+    logsum, loss, correct = row_stats(z, labels, cols)
+    g = softmax_minus_onehot(z, labels, cols, logsum) / plan.batch
+    g = jnp.where(ok[:, None] & (cols[None, :] < c), g, 0.0)
+    correct = jnp.sum(jnp.where(ok, correct, 0))
+  else:
+    y = plgpu.load(io["y"].at[rows], mask=ok, other=0.0).astype(z.dtype)
+    diff = jnp.where(ok, z[:, 0] - y, 0.0)
+    loss = diff * diff
+    g = jnp.where(cols[None, :] == 0, (2.0 / plan.batch) * diff[:, None], 0.0)
+    correct = jnp.zeros((), jnp.int32)
+  return jnp.sum(jnp.where(ok, loss, 0.0)) / plan.batch, correct, g
+
+
+def last_backward_phase(plan, st, io, pid, s):
+  """B_last: the head on every tile (the same bits everywhere), dA, and the last layer's step."""
+  L = plan.layers
+  l, bk, bn = L - 1, plan.block_k(L - 1), plan.block_n(L - 1)
+  rows, ok = io["rows"]
+
+  def tile(t):
+    kt, _ = _split(t, 1)
+    k0 = kt * bk
+    loss, correct, g = _head(plan, st, io, rows, ok, s)
+
+    @pl.when(t == 0)
+    def _():
+      common.store_vec(st["loss"], s, jnp.full((16,), loss), ok=jnp.arange(16) == 0)
+      common.store_vec(st["correct"], s, jnp.full((16,), correct), ok=jnp.arange(16) == 0)
+      if plan.bias:
+        _bias_step(plan, st, io, s, jnp.sum(g, axis=0))
+    w = common.load_tile(st[f"w{l}"], k0, 0, bk, bn)
+    if l > 0:
+      common.store_tile(st[f"dact{l}"], 0, k0, common.dot(g, w, plan.precision, trans_b=True))
+    a = _layer_input(plan, st, io, l, k0, bk, rows, ok)
+    _update(plan, st, io, f"w{l}", k0, 0, common.dot(a, g, plan.precision, trans_a=True))
+  _tile_loop(plan, pid, plan.tiles(l), tile)
+
+
+def _bias_step(plan, st, io, s, db):
+  """The last layer's bias: read from row s % 2, the stepped value written to row (s + 1) % 2."""
+  L = plan.layers
+  ref, lr = st[f"b{L - 1}"], io["lr"][...]
+  b = common.load_tile(ref, lax.rem(s, np.int32(2)), 0, 1, db.shape[0])
+  if plan.momentum:
+    v = common.load_vec(st[f"vb{L - 1}"], 0, db.shape[0])
+    db = db + io["momentum"][...] * v
+    common.store_vec(st[f"vb{L - 1}"], 0, db)
+  common.store_tile(ref, lax.rem(s + 1, np.int32(2)), 0, b - lr * db[None, :])
+
+
+def backward_phase(plan, st, io, l, pid, s):
+  """B_l for a hidden-input layer l < L-1: g from the layer above, dA_l, and the step."""
+  bk, bn, nt_count = plan.block_k(l), plan.block_n(l), plan.n_tiles(l)
+  rows, ok = io["rows"]
+
+  def tile(t):
+    kt, nt = _split(t, nt_count)
+    k0, n0 = kt * bk, nt * bn
+    g = _sum_parts(st[f"dact{l + 1}"], plan.n_tiles(l + 1), plan.rows, n0, bn)
+    above = common.load_tile(st[f"act{l + 1}"], 0, n0, plan.rows, bn, volatile=True)
+    g = jnp.where(above > 0, g, 0.0)
+    w = common.load_tile(st[f"w{l}"], k0, n0, bk, bn)
+    if l > 0:
+      common.store_tile(st[f"dact{l}"], nt * plan.rows, k0,
+                        common.dot(g, w, plan.precision, trans_b=True))
+    a = _layer_input(plan, st, io, l, k0, bk, rows, ok)
+    _update(plan, st, io, f"w{l}", k0, n0, common.dot(a, g, plan.precision, trans_a=True))
+    if plan.bias:
+      @pl.when(kt == 0)
+      def _():
+        _update(plan, st, io, f"b{l}", 0, n0, jnp.sum(g, axis=0))
+  _tile_loop(plan, pid, plan.tiles(l), tile)
+
+
+def phases(plan: Plan):
+  """The step's phases in order, each ``fn(st, io, pid, s)``."""
+  L = plan.layers
+  out = [functools.partial(forward_phase, plan, l=l) for l in range(L)]
+  out.append(functools.partial(last_backward_phase, plan))
+  out += [functools.partial(backward_phase, plan, l=l) for l in range(L - 2, -1, -1)]
+  return [lambda st, io, pid, s, f=f: f(st, io, pid=pid, s=s) for f in out]
+
+
+def barrier_after(plan: Plan) -> list[bool]:
+  """Whether a grid barrier follows each phase: all but the last (see the module docstring)."""
+  n = 2 * plan.layers
+  return [i < n - 1 for i in range(n)]
+
+
+# The grid barrier ------------------------------------------------------------------------------
+
+def grid_barrier(counter_ref, programs: int):
+  """Wait until all ``programs`` have arrived here. ``counter_ref`` is a zeroed int32 (1,)
+  array counting arrivals over the whole launch; every program passes every barrier once."""
+  plgpu.debug_barrier()  # This program's threads have issued their stores.
+  arrived = plgpu.atomic_add(counter_ref, 0, 1)  # Release; returns the count before it.
+  target = (lax.div(arrived, np.int32(programs)) + 1) * programs
+  seen = lax.while_loop(lambda v: v < target,
+                        lambda v: plgpu.load(counter_ref.at[0], volatile=True), arrived + 1)
+  # Acquire: an atomic whose result is used (an unused atomic's ordering was not kept).
+  lax.while_loop(lambda v: v < target, lambda v: plgpu.atomic_add(counter_ref, 0, 0),
+                 plgpu.atomic_add(counter_ref, 0, seen * 0))
+  plgpu.debug_barrier()
+
+
+def barrier_stress(programs: int, rounds: int, tile: int = 256, num_warps: int = 4):
+  """Check ``grid_barrier`` (GPU): each round every program writes a tile of values that name
+  the round and the program, meets the others at the barrier, and reads its neighbour's tile.
+  Returns the number of wrong values each program read (all zeros when the barrier holds).
+  Buffers alternate by round parity, so one barrier a round suffices."""
+  def kernel(counter_ref, buf_ref, bad_ref):
+    pid = pl.program_id(0)
+    nxt = lax.rem(pid + 1, np.int32(programs))
+    lanes = jnp.arange(tile, dtype=jnp.int32)
+
+    def round_(r, bad):
+      par = lax.rem(r, np.int32(2))
+      common.store_tile(buf_ref, par * programs + pid, 0, (r * 1000 + pid * 7 + lanes)[None, :])
+      grid_barrier(counter_ref, programs)
+      got = common.load_tile(buf_ref, par * programs + nxt, 0, 1, tile, volatile=True)
+      return bad + jnp.sum((got != (r * 1000 + nxt * 7 + lanes)[None, :]).astype(jnp.int32))
+    bad = lax.fori_loop(np.int32(0), np.int32(rounds), round_, jnp.zeros((), jnp.int32))
+    common.store_vec(bad_ref, pid, jnp.full((16,), bad), ok=jnp.arange(16) == 0)
+  return pl.pallas_call(
+      kernel, grid=(programs,),
+      out_shape=[jax.ShapeDtypeStruct((2 * programs, tile), jnp.int32),
+                 jax.ShapeDtypeStruct((programs,), jnp.int32)],
+      compiler_params=common.compiler_params(num_warps, 1),
+      name="barrier_stress")(jnp.zeros((1,), jnp.int32))[1]
+
+
+# The two forms ---------------------------------------------------------------------------------
+
+def _io_names(plan):
+  return ["x", "y", "order", "lr", "momentum"]
+
+
+def _call(plan, kernel, io_args, state, extra_in=(), interpret=False, num_warps=4):
+  names = state_names(plan)
+  n_in = len(io_args) + len(extra_in)
+  out_shape = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in state]
+  return pl.pallas_call(
+      kernel, out_shape=out_shape, grid=(plan.programs,),
+      input_output_aliases={n_in + i: i for i in range(len(names))},
+      compiler_params=common.compiler_params(num_warps, 1), interpret=interpret,
+      name="mlp_epoch")(*io_args, *extra_in, *state)
+
+
+def _split_refs(plan, refs, n_extra):
+  names = state_names(plan)
+  io_refs, rest = refs[:5], refs[5:]
+  extra, rest = rest[:n_extra], rest[n_extra:]
+  state_out = rest[len(names):]  # The outputs alias the state inputs: use the outputs.
+  return dict(zip(_io_names(plan), io_refs)), list(extra), dict(zip(names, state_out))
+
+
+def epoch(plan: Plan, io_args, state, num_warps=4):
+  """The whole epoch in one launch (GPU). ``state`` as ``init_state``; returns it stepped."""
+  counter = jnp.zeros((1,), jnp.int32)
+  run_phases, barriers = phases(plan), barrier_after(plan)
+
+  def kernel(*refs):
+    io, (counter_ref,), st = _split_refs(plan, refs, 1)
+    pid = pl.program_id(0)
+
+    def step(s, carry):
+      io["rows"] = batch_rows(plan, io["order"], s)  # Loaded once a step.
+      for fn, wait in zip(run_phases, barriers):
+        fn(st, io, pid, s)
+        if wait:
+          grid_barrier(counter_ref, plan.programs)
+      return carry
+    lax.fori_loop(0, plan.steps, step, 0)
+  return _call(plan, kernel, io_args, state, (counter,), num_warps=num_warps)
+
+
+def epoch_phases(plan: Plan, io_args, state, interpret=True):
+  """The same epoch as one call per phase and step (interpret mode: the CPU tests)."""
+  def kernel(fn, *refs):
+    io, (s_ref,), st = _split_refs(plan, refs, 1)
+    s = s_ref[...].astype(jnp.int32)
+    io["rows"] = batch_rows(plan, io["order"], s)
+    fn(st, io, pl.program_id(0), s)
+
+  def step(s, state):
+    for fn in phases(plan):
+      state = list(_call(plan, functools.partial(kernel, fn), io_args, state, (s,),
+                         interpret=interpret))
+    return state
+  return lax.fori_loop(np.int32(0), np.int32(plan.steps), step, list(state))
+
+
+def init_state(plan: Plan, params, opt_state_leaves=None, dtype=jnp.float32):
+  """The kernel's state list from params (a list of {"w", "b"} dicts) and momentum buffers
+  (a list like params, or None for zeros). The last bias is stored twice (rows by parity)."""
+  L = plan.layers
+  vel = opt_state_leaves
+  arrays = {f"w{l}": params[l]["w"].astype(dtype) for l in range(L)}
+  if plan.bias:
+    arrays.update({f"b{l}": params[l]["b"].astype(dtype) for l in range(L - 1)})
+    arrays[f"b{L - 1}"] = jnp.stack([params[-1]["b"].astype(dtype)] * 2)
+  if plan.momentum:
+    for l in range(L):
+      arrays[f"vw{l}"] = (jnp.zeros_like(arrays[f"w{l}"]) if vel is None
+                          else vel[l]["w"].astype(dtype))
+      if plan.bias:
+        arrays[f"vb{l}"] = (jnp.zeros((plan.widths[l + 1],), dtype) if vel is None
+                            else vel[l]["b"].astype(dtype))
+  for name, shape in scratch_shapes(plan, dtype).items():
+    arrays[name] = jnp.zeros(shape.shape, shape.dtype)
+  return [arrays[n] for n in state_names(plan)]
+
+
+def read_state(plan: Plan, state):
+  """(params, velocities or None, per-step losses, per-step correct counts) from a state."""
+  L, st = plan.layers, dict(zip(state_names(plan), state))
+  params = []
+  for l in range(L):
+    layer = {"w": st[f"w{l}"]}
+    if plan.bias:
+      layer["b"] = st[f"b{l}"][plan.steps % 2] if l == L - 1 else st[f"b{l}"]
+    params.append(layer)
+  vel = None
+  if plan.momentum:
+    vel = [{"w": st[f"vw{l}"], **({"b": st[f"vb{l}"]} if plan.bias else {})} for l in range(L)]
+  return params, vel, st["loss"], st["correct"]
+
+
+def train_epoch(params, velocities, x, y, order, lr, momentum, *, plan: Plan, fused=True,
+                interpret=False, num_warps=4):
+  """One epoch of ``plan``: returns (params, velocities, per-step losses, correct counts).
+
+  ``x`` (N, n_0) uint8 or float, ``y`` (N,) int32 labels or float targets, ``order`` (>= steps *
+  batch,) int32. ``fused``: the one-launch kernel (GPU), else one call per phase (CPU tests).
+  """
+  dtype = common.acc_dtype(jnp.float32 if x.dtype == jnp.uint8 else x.dtype)
+  io_args = (x, y, order.astype(jnp.int32), jnp.asarray(lr, dtype), jnp.asarray(momentum, dtype))
+  state = init_state(plan, params, velocities, dtype)
+  if fused:
+    state = epoch(plan, io_args, state, num_warps)
+  else:
+    state = epoch_phases(plan, io_args, state, interpret)
+  return read_state(plan, state)

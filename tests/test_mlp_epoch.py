@@ -1,0 +1,86 @@
+"""The whole-epoch kernel (pallas_kernels.mlp_epoch) in its per-phase form, interpreted on the
+CPU, against train_step through XLA: float64 trajectories to 1e-10, float32 losses to 1e-5.
+On a GPU, experiments.check_kernels checks the one-launch form and its grid barrier."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxshallow import init_mlp, make_optimizer, models, train
+from pallas_kernels import mlp_epoch
+
+
+def xla_steps(params, x, y, order, tx, batch, steps, model):
+  state, losses = tx.init(params), []
+  for s in range(steps):
+    idx = order[s * batch:(s + 1) * batch]
+    params, state, m = train.train_step(params, state, (x[idx], y[idx]), tx=tx, model=model)
+    losses.append(float(m["loss"]))
+  return params, state, np.array(losses)
+
+
+# (widths, batch, optimizer, programs): batch 1 and 7, widths that no block divides, a last
+# program with fewer tiles (programs below the tile count), depth 1 to 3.
+CASES = [((20, 70, 10), 7, "sgd", 3), ((20, 10), 1, "sgd", 1), ((33, 40, 17, 3), 7, "momentum", 5),
+         ((8, 24, 30, 1), 6, "sgd", 3)]
+
+
+@pytest.mark.parametrize("widths,batch,optimizer,programs", CASES)
+def test_float64_trajectory_matches_xla(widths, batch, optimizer, programs):
+  head = "mse" if widths[-1] == 1 else "xent"
+  steps, rng = 3, np.random.default_rng()
+  n = steps * batch + 2
+  with jax.enable_x64(True):
+    x = jnp.asarray(rng.random((n, widths[0])))
+    y = (jnp.asarray(rng.integers(0, widths[-1], n), jnp.int32) if head == "xent"
+         else jnp.sum(x ** 2, axis=1))
+    params = init_mlp(jax.random.key(1), widths, dtype=jnp.float64, bias=head == "xent")
+    order = jnp.asarray(rng.permutation(n), jnp.int32)
+    tx = make_optimizer(optimizer, 0.1 if head == "xent" else 0.01)
+    model = models.MLP if head == "xent" else models.REGRESSION
+    ref_params, ref_state, ref_losses = xla_steps(params, x, y, order, tx, batch, steps, model)
+    plan = mlp_epoch.make_plan(widths, batch, steps, head=head, bias=head == "xent",
+                               momentum=optimizer == "momentum", max_programs=programs)
+    assert plan.programs == programs
+    got, velocities, losses, _ = mlp_epoch.train_epoch(params, None, x, y, order, tx.lr,
+                                                       tx.momentum, plan=plan, fused=False,
+                                                       interpret=True)
+  np.testing.assert_allclose(losses, ref_losses, rtol=1e-10, atol=1e-12)
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref_params)):
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+  if optimizer == "momentum":
+    for a, b in zip(jax.tree.leaves(velocities), jax.tree.leaves(ref_state)):
+      np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum"])
+def test_train_epoch_fusion_epoch_float32(optimizer):
+  """The Python API: train_epoch(impl="pallas", fusion="epoch") on uint8 images, against the
+  xla scan: per-step losses agree, hence the epoch's mean loss and accuracy."""
+  rng = np.random.default_rng()
+  x = rng.integers(0, 256, (200, 28, 28), dtype=np.uint8)
+  y = rng.integers(0, 10, 200).astype(np.uint8)
+  order = rng.permutation(200).astype(np.int32)
+  tx = make_optimizer(optimizer, 0.1)
+  params = init_mlp(jax.random.key(0), (784, 32, 10))
+  out = {}
+  for impl, fusion in (("xla", "ops"), ("pallas", "epoch")):
+    out[fusion] = train.train_epoch(jax.tree.map(jnp.array, params), tx.init(params), x, y,
+                                    order, tx=tx, batch_size=32, impl=impl, fusion=fusion)
+  (p1, s1, m1), (p2, s2, m2) = out["ops"], out["epoch"]
+  assert abs(float(m1["loss"]) / float(m2["loss"]) - 1) < 1e-5
+  assert float(m1["accuracy"]) == float(m2["accuracy"])
+  for a, b in zip(jax.tree.leaves((p1, s1)), jax.tree.leaves((p2, s2))):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_fusion_epoch_refuses_what_it_cannot_train():
+  params = init_mlp(jax.random.key(0), (784, 32, 10))
+  images, labels = np.zeros((64, 28, 28), np.uint8), np.zeros(64, np.uint8)
+  order = np.arange(64, dtype=np.int32)
+  for tx, match in ((make_optimizer("adam", 0.1), "not adam"),
+                    (__import__("optax").sgd(0.1), "make tx with jaxshallow.make_optimizer")):
+    with pytest.raises(ValueError, match=match):
+      train.train_epoch(params, tx.init(params), images, labels, order, tx=tx, batch_size=64,
+                        impl="pallas", fusion="epoch")
