@@ -273,7 +273,8 @@ def _head(plan, st, io, rows, ok, s):
     correct = jnp.sum(jnp.where(ok, correct, 0))
   else:
     y = plgpu.load(io["y"].at[rows], mask=ok, other=0.0).astype(z.dtype)
-    diff = jnp.where(ok, z[:, 0] - y, 0.0)
+    pred = jnp.sum(jnp.where(cols[None, :] == 0, z, 0.0), axis=1)  # Column 0 (no value slices
+    diff = jnp.where(ok, pred - y, 0.0)  # in the Triton lowering).
     loss = diff * diff
     g = jnp.where(cols[None, :] == 0, (2.0 / plan.batch) * diff[:, None], 0.0)
     correct = jnp.zeros((), jnp.int32)
