@@ -163,7 +163,7 @@ def measure(case: Case) -> dict:
   mem = trainer.memory_bytes()
   result = dict(
       group=case.group, workload=case.workload, impl=case.impl, variant=case.variant,
-      fusion=cfg.fusion if case.impl == "pallas" else None,
+      fusion=cfg.fusion,  # None but for pallas.
       optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs,
       n_train=len(ds.train_labels),
       repeats=case.repeats, train_time_s=total, epoch_time_s=total / epochs,

@@ -159,9 +159,15 @@ def _tile_loop(plan: Plan, pid, n_tiles: int, body):
   lax.fori_loop(np.int32(0), np.int32(pl.cdiv(n_tiles, plan.programs)), run, 0)
 
 
-def _split(t, n_tiles):
-  n = np.int32(n_tiles)  # Not a Python int: int64 when x64 is enabled.
-  return lax.div(t, n), lax.rem(t, n)
+def _for_tiles(plan: Plan, pid, l: int, body):
+  """Run ``body(kt, nt, k0, n0)`` for each of this program's tiles of layer l: tile (kt, nt)
+  covers inputs k0 = kt * block_k ... and outputs n0 = nt * block_n ..."""
+  n = np.int32(plan.n_tiles(l))  # Not a Python int: int64 when x64 is enabled.
+
+  def tile(t):
+    kt, nt = lax.div(t, n), lax.rem(t, n)
+    body(kt, nt, kt * plan.block_k(l), nt * plan.block_n(l))
+  _tile_loop(plan, pid, plan.tiles(l), tile)
 
 
 def batch_rows(plan, order_ref, s):
@@ -237,12 +243,10 @@ def _store(ref, r0, c0, value):
 
 def forward_phase(plan, st, io, l, pid, s):
   """F_l: every tile's partial product into ``part{l}``."""
-  bk, bn, nt_count = plan.block_k(l), plan.block_n(l), plan.n_tiles(l)
+  bk, bn = plan.block_k(l), plan.block_n(l)
   rows, ok = io["rows"]
 
-  def tile(t):
-    kt, nt = _split(t, nt_count)
-    k0, n0 = kt * bk, nt * bn
+  def tile(kt, nt, k0, n0):
     if l == 0:
       a = _inputs(plan, io["x"], rows, ok, k0, bk)
     else:
@@ -253,7 +257,7 @@ def forward_phase(plan, st, io, l, pid, s):
         common.store_tile(st[f"act{l}"], 0, k0, a)
     w = common.load_tile(st[f"w{l}"], k0, n0, bk, bn)
     common.store_tile(st[f"part{l}"], kt * plan.rows, n0, common.dot(a, w, plan.precision))
-  _tile_loop(plan, pid, plan.tiles(l), tile)
+  _for_tiles(plan, pid, l, tile)
 
 
 def _head(plan, st, io, rows, ok, s):
@@ -283,16 +287,14 @@ def _head(plan, st, io, rows, ok, s):
 
 def last_backward_phase(plan, st, io, pid, s):
   """B_last: the head on every tile (the same bits everywhere), dA, and the last layer's step."""
-  L = plan.layers
-  l, bk, bn = L - 1, plan.block_k(L - 1), plan.block_n(L - 1)
+  l = plan.layers - 1
+  bk, bn = plan.block_k(l), plan.block_n(l)
   rows, ok = io["rows"]
 
-  def tile(t):
-    kt, _ = _split(t, 1)
-    k0 = kt * bk
+  def tile(kt, nt, k0, n0):  # One n-tile: the head's outputs fit one (see make_plan).
     loss, correct, g = _head(plan, st, io, rows, ok, s)
 
-    @pl.when(t == 0)
+    @pl.when(kt == 0)
     def _():
       common.store_vec(st["loss"], s, jnp.full((16,), loss), ok=jnp.arange(16) == 0)
       common.store_vec(st["correct"], s, jnp.full((16,), correct), ok=jnp.arange(16) == 0)
@@ -303,7 +305,7 @@ def last_backward_phase(plan, st, io, pid, s):
       common.store_tile(st[f"dact{l}"], 0, k0, common.dot(g, w, plan.precision, trans_b=True))
     a = _layer_input(plan, st, io, l, k0, bk, rows, ok)
     _update(plan, st, io, f"w{l}", k0, 0, common.dot(a, g, plan.precision, trans_a=True))
-  _tile_loop(plan, pid, plan.tiles(l), tile)
+  _for_tiles(plan, pid, l, tile)
 
 
 def _bias_step(plan, st, io, s, db):
@@ -320,12 +322,10 @@ def _bias_step(plan, st, io, s, db):
 
 def backward_phase(plan, st, io, l, pid, s):
   """B_l for a hidden-input layer l < L-1: g from the layer above, dA_l, and the step."""
-  bk, bn, nt_count = plan.block_k(l), plan.block_n(l), plan.n_tiles(l)
+  bk, bn = plan.block_k(l), plan.block_n(l)
   rows, ok = io["rows"]
 
-  def tile(t):
-    kt, nt = _split(t, nt_count)
-    k0, n0 = kt * bk, nt * bn
+  def tile(kt, nt, k0, n0):
     g = _sum_parts(st[f"dact{l + 1}"], plan.n_tiles(l + 1), plan.rows, n0, bn)
     above = common.load_tile(st[f"act{l + 1}"], 0, n0, plan.rows, bn, volatile=True)
     g = jnp.where(above > 0, g, 0.0)
@@ -339,7 +339,7 @@ def backward_phase(plan, st, io, l, pid, s):
       @pl.when(kt == 0)
       def _():
         _update(plan, st, io, f"b{l}", 0, n0, jnp.sum(g, axis=0))
-  _tile_loop(plan, pid, plan.tiles(l), tile)
+  _for_tiles(plan, pid, l, tile)
 
 
 def phases(plan: Plan):
@@ -401,8 +401,7 @@ def barrier_stress(programs: int, rounds: int, tile: int = 256, num_warps: int =
 
 # The two forms ---------------------------------------------------------------------------------
 
-def _io_names(plan):
-  return ["x", "y", "order", "lr", "momentum"]
+IO_NAMES = ("x", "y", "order", "lr", "momentum")  # The read-only inputs, in call order.
 
 
 def _call(plan, kernel, io_args, state, extra_in=(), interpret=False, num_warps=4):
@@ -418,10 +417,10 @@ def _call(plan, kernel, io_args, state, extra_in=(), interpret=False, num_warps=
 
 def _split_refs(plan, refs, n_extra):
   names = state_names(plan)
-  io_refs, rest = refs[:5], refs[5:]
+  io_refs, rest = refs[:len(IO_NAMES)], refs[len(IO_NAMES):]
   extra, rest = rest[:n_extra], rest[n_extra:]
   state_out = rest[len(names):]  # The outputs alias the state inputs: use the outputs.
-  return dict(zip(_io_names(plan), io_refs)), list(extra), dict(zip(names, state_out))
+  return dict(zip(IO_NAMES, io_refs)), list(extra), dict(zip(names, state_out))
 
 
 def epoch(plan: Plan, io_args, state, num_warps=4):
