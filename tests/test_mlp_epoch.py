@@ -58,7 +58,9 @@ def test_float64_trajectory_matches_xla(widths, batch, optimizer, programs):
 def test_train_epoch_fusion_epoch_float32(optimizer):
   """The Python API: train_epoch(impl="pallas", fusion="epoch") on uint8 images, against the
   xla scan: per-step losses agree, hence the epoch's mean loss and accuracy."""
-  rng = np.random.default_rng()
+  # Fixed inputs: two float32 impls may put a pre-activation within rounding of 0 on different
+  # sides of a ReLU. Fresh inputs are drawn where float64 is compared.
+  rng = np.random.default_rng(0)
   x = rng.integers(0, 256, (200, 28, 28), dtype=np.uint8)
   y = rng.integers(0, 10, 200).astype(np.uint8)
   order = rng.permutation(200).astype(np.int32)

@@ -45,7 +45,9 @@ def test_grads_match_jax_float64(sizes, batch):
 
 @pytest.mark.parametrize("sizes,batch", SHAPES)
 def test_grads_match_jax_float32(sizes, batch):
-  params, x, y = random_problem(np.random.default_rng(), sizes, batch, np.float32)
+  # Fixed inputs: two float32 impls may put a pre-activation within rounding of 0 on different
+  # sides of a ReLU. Fresh inputs are drawn where float64 is compared.
+  params, x, y = random_problem(np.random.default_rng(0), sizes, batch, np.float32)
   loss, grads, _ = numpy_ref.loss_and_grads(params, x, y)
   assert grads[0]["w"].dtype == np.float32
   jloss, jgrads = jax.value_and_grad(jax_loss)(params, x, y)

@@ -25,6 +25,17 @@ def rel_err(a, b):
   return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)
 
 
+def clear_of_relu_kink(dy, z64, margin=1e-4):
+  """``dy`` with zeros where the float64 pre-activation ``z64`` lies within ``margin`` of 0.
+
+  There the float32 kernel and the float64 reference may rightly fall on different sides of the
+  ReLU (a pre-activation of 1e-7 rounds either way), and one such element moves a whole row of
+  dx: the fresh random inputs of these tests hit one now and then (dx errors of 3e-3 and 2e-2
+  seen in CI). Both sides get the same cleared cotangent, so the test still checks every output
+  of the kernels, each against the gradient it should have."""
+  return np.where(np.abs(z64) < margin, 0.0, dy).astype(np.float32)
+
+
 def reference_vjp(fn, args, cotangent):
   """Value and input gradients of ``fn`` in float64."""
   with jax.enable_x64(True):
@@ -43,6 +54,8 @@ def test_dense_forward_and_grads(m, k, n, blocks, relu, bias):
   w = rng.standard_normal((k, n), np.float32) / np.sqrt(k)
   b = rng.standard_normal(n).astype(np.float32) if bias else None
   dy = rng.standard_normal((m, n), np.float32)
+  if relu:
+    dy = clear_of_relu_kink(dy, x.astype(np.float64) @ w + (0 if b is None else b))
 
   fn = lambda x, w, b: dense_lib.dense(x, w, b, relu, "float32", blocks, True)
   y, vjp = jax.vjp(fn, x, w, b)
@@ -70,7 +83,8 @@ def test_dense_pretransposed_w(m, k, n, blocks):
   x = rng.standard_normal((m, k), np.float32)
   w_t = rng.standard_normal((n, k), np.float32) / np.sqrt(k)
   b = rng.standard_normal(n).astype(np.float32)
-  dy = rng.standard_normal((m, n), np.float32)
+  dy = clear_of_relu_kink(rng.standard_normal((m, n), np.float32),
+                          x.astype(np.float64) @ w_t.T + b)
 
   fn = lambda x, w_t, b: dense_lib.dense(x, w_t, b, True, "float32", blocks, True, True)
   y, vjp = jax.vjp(fn, x, w_t, b)
@@ -146,6 +160,10 @@ def test_conv_relu_forward_and_grads(n, h, cin, cout, blocks):
   # cancel to near 0, where float32 rounding of the terms alone exceeds a 1e-5 relative error
   # (seen once in CI: 6e-5 on a db of -0.00235). The kernels are linear in dy.
   dy = np.abs(rng.standard_normal((n, h - 2, h - 2, cout))).astype(np.float32)
+  with jax.enable_x64(True):
+    z64 = jax.lax.conv_general_dilated(x.astype(np.float64), w.astype(np.float64), (1, 1),
+                                       "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
+  dy = clear_of_relu_kink(dy, np.asarray(z64))
   y, vjp = jax.vjp(lambda *a: conv.conv_relu(*a, "float32", blocks, True), x, w, b)
   grads = vjp(jnp.asarray(dy))
   y64, grads64 = reference_vjp(lambda *a: conv.conv_relu_reference(*a), [x, w, b], dy)
@@ -237,6 +255,9 @@ def test_dense_xent_forward_and_grads(m, k, n, blocks):
   for got, want in zip(grads, grads64):
     assert rel_err(got, want) < TOL
   logits = h.astype(np.float64) @ w + b
-  assert int(correct) == int(np.sum(logits.argmax(1) == labels))
+  top2 = np.sort(logits, axis=1)[:, -2:] if n > 1 else None
+  near_ties = 0 if top2 is None else int(np.sum(top2[:, 1] - top2[:, 0] < 1e-5))
+  # A row whose two best logits are within float32 rounding may rightly go either way.
+  assert abs(int(correct) - int(np.sum(logits.argmax(1) == labels))) <= near_ties
   # Without differentiation (evaluation) the same loss comes from the forward-only kernel.
   assert rel_err(fn(h, w, b)[0], loss64) < TOL
