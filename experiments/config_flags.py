@@ -42,6 +42,10 @@ _BLOCKS = flags.DEFINE_string("blocks", None, "Pallas dense block sizes BM,BN,BK
 _FUSION = flags.DEFINE_string("fusion", None, "pallas: epoch (the whole epoch in one kernel; the "
                               "default for the MLP family) or ops (one step per scan "
                               "iteration through the op kernels; the cnn's default).")
+_DATA_PARALLEL = flags.DEFINE_bool("data_parallel", False, "Split each step's batch over the "
+                                   "devices, gradients all-reduced (xla, pallas op kernels).")
+_DEVICES = flags.DEFINE_integer("devices", 0, "Devices to use (0: all): for --data_parallel, "
+                                "and for the population of experiments.sweep.")
 
 
 def parse_widths(text: str) -> tuple[int, ...]:
@@ -60,7 +64,8 @@ def config_from_flags(**overrides) -> config.Config:
       precision=_PRECISION.value, numpy_dtype=_NUMPY_DTYPE.value, data_dir=_DATA_DIR.value,
       train_limit=_TRAIN_LIMIT.value, test_limit=_TEST_LIMIT.value, dispatch=_DISPATCH.value,
       unroll=_UNROLL.value, placement=_PLACEMENT.value, donate=_DONATE.value, sync=_SYNC.value,
-      sync_every=_SYNC_EVERY.value, blocks=_BLOCKS.value, fusion=_FUSION.value)
+      sync_every=_SYNC_EVERY.value, blocks=_BLOCKS.value, fusion=_FUSION.value,
+      data_parallel=_DATA_PARALLEL.value, devices=_DEVICES.value)
   return config.resolve(dataclasses.replace(cfg, **overrides))
 
 

@@ -68,6 +68,10 @@ class Config:
   # Pallas only: "epoch", the whole epoch in one kernel (MLP family), or "ops", one step per
   # iteration of a scan through the op kernels. None: epoch where the kernel can, else ops.
   fusion: str | None = None
+  # Several devices (xla, pallas op kernels): split each step's batch over ``devices`` (0: all)
+  # and all-reduce the gradients (``jaxshallow.data_parallel``).
+  data_parallel: bool = False
+  devices: int = 0
 
 
 def _datasets(model: str):
@@ -115,6 +119,9 @@ def validate(cfg: Config) -> None:
       (cfg.blocks is None or cfg.impl == "pallas", "--blocks applies to --impl=pallas only"),
       (cfg.fusion in (None, "epoch", "ops"), f"fusion must be epoch or ops, got {cfg.fusion!r}"),
       (cfg.fusion is None or cfg.impl == "pallas", "--fusion applies to --impl=pallas only"),
+      (cfg.devices >= 0, f"devices must be at least 0 (0: all), got {cfg.devices}"),
+      (not cfg.data_parallel or (cfg.impl != "numpy" and cfg.dispatch == "scan"),
+       "--data_parallel needs --impl=xla or pallas and --dispatch=scan"),
       (positive(cfg.train_limit), f"train_limit must be at least 1, got {cfg.train_limit}"),
       (positive(cfg.test_limit), f"test_limit must be at least 1, got {cfg.test_limit}"),
       (cfg.holdout >= 0, f"holdout must be at least 0, got {cfg.holdout}"),
@@ -160,6 +167,8 @@ def _fusion(cfg: Config) -> str:
                             cfg.optimizer)
   if why is None and cfg.dispatch != "scan":
     why = f"--dispatch={cfg.dispatch} runs one step per call"
+  if why is None and cfg.data_parallel:
+    why = "--data_parallel splits each step over devices"
   if why is None and cfg.blocks is not None:
     why = "--blocks sets the op kernels' block sizes"
   if why:

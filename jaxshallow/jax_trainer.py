@@ -21,13 +21,14 @@ class JaxTrainer(TrainerState):
   def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
     self.cfg, self.ds = cfg, ds
     self.tx = train.make_optimizer(cfg.optimizer, cfg.lr, cfg.momentum)
+    self.mesh = _data_parallel_mesh(cfg) if cfg.data_parallel else None
     self.set_params(params)
-    self.data = {"train": jax.device_put((ds.train_images, ds.train_labels)),
-                 "test": jax.device_put((ds.test_images, ds.test_labels))}
+    self.data = {"train": self._put((ds.train_images, ds.train_labels)),
+                 "test": self._put((ds.test_images, ds.test_labels))}
     orders = [train.epoch_order(cfg.seed, e, len(ds.train_labels)) for e in range(cfg.epochs)]
     steps, bs = len(ds.train_labels) // cfg.batch_size, cfg.batch_size
     if cfg.dispatch == "scan":
-      self.orders = [jax.device_put(o) for o in orders]
+      self.orders = [self._put(o) for o in orders]
     elif cfg.placement == "resident":  # Each step's indices on the device before timing.
       self.orders = [[jax.device_put(o[s * bs:(s + 1) * bs]) for s in range(steps)]
                      for o in orders]
@@ -50,7 +51,12 @@ class JaxTrainer(TrainerState):
     if self.cfg.blocks == "auto":
       self._autotune()
     t0 = time.perf_counter()
-    if self.cfg.dispatch == "scan":
+    if self.mesh is not None:
+      from jaxshallow import data_parallel
+      self.fn = data_parallel.train_epoch.lower(
+          self.params, self.opt_state, *self.data["train"], self.orders[0], tx=self.tx,
+          batch_size=self.cfg.batch_size, the_mesh=self.mesh, **self.static).compile()
+    elif self.cfg.dispatch == "scan":
       epoch = train.train_epoch if self.cfg.donate else train.train_epoch_no_donate
       self.fn = epoch.lower(self.params, self.opt_state, *self.data["train"], self.orders[0],
                             tx=self.tx, batch_size=self.cfg.batch_size, unroll=self.cfg.unroll,
@@ -112,12 +118,27 @@ class JaxTrainer(TrainerState):
   def set_params(self, params):
     """Start again from ``params`` with a fresh optimizer state. Host arrays are copied to the
     device, so the caller's copy survives the donation of the trainer's buffers."""
-    self.params = jax.device_put(params)
+    self.params = self._put(params)
     self.opt_state = self.tx.init(self.params)
 
-  @staticmethod
-  def _put(tree):
-    return jax.device_put(tree)
+  def _put(self, tree):
+    """To the device; with --data_parallel, a copy on every device of the mesh."""
+    if self.mesh is None:
+      return jax.device_put(tree)
+    from jaxshallow import population
+    return population.replicate(jax.tree.map(np.asarray, tree), self.mesh)
+
+
+def _data_parallel_mesh(cfg: Config):
+  from jaxshallow import config, data_parallel
+  devices = jax.devices()
+  if cfg.devices > len(devices):
+    raise config.ConfigError(f"--devices={cfg.devices}, but there are {len(devices)} devices")
+  devices = devices[:cfg.devices or len(devices)]
+  if cfg.batch_size % len(devices):
+    raise config.ConfigError(f"--data_parallel: batch_size {cfg.batch_size} must be a multiple "
+                             f"of the {len(devices)} devices")
+  return data_parallel.mesh(devices)
 
 
 def dense_shapes(cfg: Config, ds: data_lib.Dataset):

@@ -36,16 +36,21 @@ class Optimizer(NamedTuple):
   momentum: float
 
 
+def optax_transform(name: str, lr, momentum=0.9) -> optax.GradientTransformation:
+  """The optax transformation behind ``make_optimizer``. ``lr`` may be a traced scalar (one
+  learning rate per member of a population, under ``vmap``)."""
+  if name == "sgd":
+    return optax.sgd(lr)
+  if name == "momentum":
+    return optax.sgd(lr, momentum=momentum)
+  if name == "adam":
+    return optax.adam(lr)
+  raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+
+
 def make_optimizer(name: str = "sgd", lr: float = 0.1, momentum: float = 0.9) -> Optimizer:
   """An optax optimizer: plain SGD (default), SGD with momentum, or Adam."""
-  if name == "sgd":
-    tx = optax.sgd(lr)
-  elif name == "momentum":
-    tx = optax.sgd(lr, momentum=momentum)
-  elif name == "adam":
-    tx = optax.adam(lr)
-  else:
-    raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+  tx = optax_transform(name, lr, momentum)
   return Optimizer(tx.init, tx.update, name, float(lr), float(momentum))
 
 

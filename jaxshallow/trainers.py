@@ -17,9 +17,10 @@ from jaxshallow import cnn, data as data_lib, mlp, models, numpy_cnn, numpy_ref,
 from jaxshallow.config import Config
 
 
-def init_params(cfg: Config, ds: data_lib.Dataset):
-  """Initial parameters from ``jax.random.key(cfg.seed)``: the same start for every impl."""
-  key = jax.random.key(cfg.seed)
+def init_params(cfg: Config, ds: data_lib.Dataset, key=None):
+  """Initial parameters from ``key``, by default ``jax.random.key(cfg.seed)``: the same start
+  for every impl."""
+  key = jax.random.key(cfg.seed) if key is None else key
   if cfg.model == "cnn":
     return cnn.init_cnn(key, image_size=ds.train_images.shape[1])
   return mlp.init_mlp(key, layer_sizes(cfg, ds), bias=cfg.bias)

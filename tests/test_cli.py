@@ -197,10 +197,17 @@ def test_sweep_scores_on_a_holdout_of_the_training_set(real_data_dir):
   assert p.returncode == 0, p.stderr
   lines = p.stdout.splitlines()
   assert lines[0] == "scored by: accuracy on a holdout of 200 training images"
-  rows = [l.split() for l in lines[1:]]
+  assert any(l.startswith("4 networks on 1 device(s)") for l in lines), lines
+  rows = [l.split() for l in lines if l.startswith("lr ")]
   assert [r[1] for r in rows] == ["0.1", "0.3"]
   scores = [float(v) for r in rows for v in r[2:4]]
   assert all(0.5 < s <= 1.0 for s in scores), lines  # 1,000 images, one epoch: above chance.
+  # A member scores as the single run with its seed and lr.
+  from jaxshallow import config, runner
+  single = runner.run(config.Config(model="logreg", epochs=1, train_limit=1200, holdout=200,
+                                    lr=0.3, seed=1, data_dir=str(real_data_dir)),
+                      log=lambda s: None)
+  assert abs(scores[3] - single["test_accuracy"]) <= 1 / 200
 
 
 def test_holdout_scores_on_training_images_not_the_test_set(real_data_dir):
