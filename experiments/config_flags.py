@@ -69,12 +69,17 @@ def config_from_flags(**overrides) -> config.Config:
   return config.resolve(dataclasses.replace(cfg, **overrides))
 
 
+def check_no_arguments(argv) -> None:
+  """absl leaves what is not a flag in ``argv``: the scripts take none, so say so in one line."""
+  if len(argv) > 1:
+    sys.exit(f"error: unexpected arguments {' '.join(argv[1:])}")
+
+
 def run_main(argv, out: str | None, **overrides) -> None:
   """The body of a training script's ``main``: train the flags' config, print its progress,
   write ``out`` as JSON. Bad settings and missing data end the program with one line."""
   logging.set_verbosity(logging.WARNING)  # Hide JAX's backend-probing INFO lines.
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments {' '.join(argv[1:])}")
+  check_no_arguments(argv)
   try:
     cfg = config_from_flags(**overrides)
     if out:

@@ -28,15 +28,11 @@ _OUT = flags.DEFINE_string("out", None, "Write the rows as JSON to this file.")
 _PLOT = flags.DEFINE_string("plot", None, "Draw networks/s against population size here (PNG).")
 
 
-def _median_epoch(times):
-  return statistics.median(times)
-
-
 def population_rows(base, sizes, counts, log):
   rows = []
   for impl in _IMPLS.value:
     single = runner.run(dataclasses.replace(base, impl=impl, fusion=None), log=lambda s: None)
-    single_s = _median_epoch(single["epoch_time_s"])
+    single_s = statistics.median(single["epoch_time_s"])
     rows.append(dict(kind="single", impl=impl, fusion=single.get("fusion"), devices=1,
                      members=1, epoch_s=single_s, compile_s=single["compile_time_s"],
                      networks_per_s=1 / single_s, mean_accuracy=single["test_accuracy"]))
@@ -46,7 +42,7 @@ def population_rows(base, sizes, counts, log):
         cfg = dataclasses.replace(base, impl=impl, devices=d,
                                   fusion="ops" if impl == "pallas" else None)
         r = population_run.run(cfg, list(range(n)), [base.lr], log=lambda s: None)
-        epoch_s = r["train_time_s"] / cfg.epochs
+        epoch_s = statistics.median(r["epoch_time_s"])
         acc = [m["test_accuracy"] for m in r["members"] if not m["diverged"]]
         rows.append(dict(kind="population", impl=impl, fusion=r.get("fusion"), devices=d,
                          members=n, epoch_s=epoch_s, compile_s=r["compile_time_s"],
@@ -62,7 +58,7 @@ def data_parallel_rows(base, counts, log):
     cfg = dataclasses.replace(base, impl="xla", batch_size=_DP_BATCH.value, lr=None,
                               data_parallel=d > 1, devices=d if d > 1 else 0)
     r = runner.run(cfg, log=lambda s: None)
-    epoch_s = _median_epoch(r["epoch_time_s"])
+    epoch_s = statistics.median(r["epoch_time_s"])
     rows.append(dict(kind="data_parallel", impl="xla", devices=d, members=1,
                      batch_size=cfg.batch_size, epoch_s=epoch_s, compile_s=r["compile_time_s"],
                      networks_per_s=1 / epoch_s, mean_accuracy=r["test_accuracy"]))
@@ -101,8 +97,7 @@ def plot(rows, path):
 
 def main(argv):
   logging.set_verbosity(logging.ERROR)
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments {' '.join(argv[1:])}")
+  config_flags.check_no_arguments(argv)
   try:
     sizes = [int(s) for s in _SIZES.value]
     counts = [int(c) for c in _COUNTS.value]

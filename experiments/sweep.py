@@ -100,8 +100,7 @@ def plot(result, path, stat_name):
 
 def main(argv):
   logging.set_verbosity(logging.WARNING)
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments {' '.join(argv[1:])}")
+  config_flags.check_no_arguments(argv)
   try:
     distributed_flags.initialize()
     seeds, lrs = parse_seeds(_SEEDS.value), parse_lrs(_LRS.value)

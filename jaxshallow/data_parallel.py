@@ -9,23 +9,21 @@ the same training as on one device, up to the order of the sums.
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import optax
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from jaxshallow import models, train
+from jaxshallow import models, placement, train
 from jaxshallow import ops as ops_lib
 
 AXIS = "data"
 
 
-def mesh(devices=None) -> Mesh:
-  """A one-axis mesh over ``devices`` (default: all)."""
-  import numpy as np
-  return Mesh(np.asarray(jax.devices() if devices is None else devices), (AXIS,))
+def mesh(count: int = 0) -> Mesh:
+  """A one-axis mesh over the first ``count`` devices (0: all)."""
+  return placement.mesh(placement.pick_devices(count), AXIS)
 
 
 def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, the_mesh: Mesh,

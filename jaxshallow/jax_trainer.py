@@ -125,20 +125,17 @@ class JaxTrainer(TrainerState):
     """To the device; with --data_parallel, a copy on every device of the mesh."""
     if self.mesh is None:
       return jax.device_put(tree)
-    from jaxshallow import population
-    return population.replicate(jax.tree.map(np.asarray, tree), self.mesh)
+    from jaxshallow import placement
+    return placement.replicate(jax.tree.map(np.asarray, tree), self.mesh)
 
 
 def _data_parallel_mesh(cfg: Config):
   from jaxshallow import config, data_parallel
-  devices = jax.devices()
-  if cfg.devices > len(devices):
-    raise config.ConfigError(f"--devices={cfg.devices}, but there are {len(devices)} devices")
-  devices = devices[:cfg.devices or len(devices)]
-  if cfg.batch_size % len(devices):
+  the_mesh = data_parallel.mesh(cfg.devices)
+  if cfg.batch_size % the_mesh.size:
     raise config.ConfigError(f"--data_parallel: batch_size {cfg.batch_size} must be a multiple "
-                             f"of the {len(devices)} devices")
-  return data_parallel.mesh(devices)
+                             f"of the {the_mesh.size} devices")
+  return the_mesh
 
 
 def dense_shapes(cfg: Config, ds: data_lib.Dataset):

@@ -9,7 +9,7 @@ epoch trains them all: ``jax.vmap`` over the members of the single-network epoch
 Across devices, the member axis is sharded over a one-axis ``Mesh`` ("members"): XLA's SPMD
 partitioner gives each device its members, and no data moves between devices while they train.
 The same code runs on one device, several, or the devices of several processes
-(``jaxshallow.distributed``).
+(``jaxshallow.placement``, ``jaxshallow.distributed``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jaxshallow import models, train
-from jaxshallow import ops as ops_lib
+from jaxshallow.placement import gather
 
 AXIS = "members"
 
@@ -70,62 +69,15 @@ train_epoch = jax.jit(_epoch, static_argnames=_STATIC, donate_argnums=(0, 1))
 
 
 @functools.partial(jax.jit, static_argnames=("impl", "precision", "model", "blocks"))
-def _eval_batch(params, images, labels, *, impl, precision, model, blocks):
-  ops = ops_lib.get_ops(impl, precision, blocks)
-  x = train.to_float(images)
-
-  def one(p):
-    loss, correct = train.loss_fn(p, x, labels, ops=ops, model=model)
-    return loss * labels.shape[0], correct
-  return jax.vmap(one)(params)
+def _eval_batch(params, images, labels, **static):
+  """``train.eval_batch`` of every member: summed losses and correct counts, one per member."""
+  return jax.vmap(lambda p: train.eval_batch(p, images, labels, **static))(params)
 
 
 def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",
              model=models.MLP, blocks=None, batch_size: int = 2000) -> dict:
   """Each member's mean loss (and accuracy, for classifiers), as host arrays."""
-  n = labels.shape[0]
-  loss, correct = 0.0, 0
-  for start in range(0, n, batch_size):
-    sl = slice(start, min(start + batch_size, n))
-    l, c = _eval_batch(params, images[sl], labels[sl], impl=impl, precision=precision,
-                       model=model, blocks=blocks)
-    loss, correct = loss + gather(l).astype(np.float64), correct + gather(c)
-  result = {"loss": loss / n}
-  if model.loss == "xent":
-    result["accuracy"] = correct / n
-  return result
-
-
-# Placement on devices -------------------------------------------------------------------------
-
-def mesh(devices=None) -> Mesh:
-  """A one-axis mesh over ``devices`` (default: every device of every process)."""
-  devices = jax.devices() if devices is None else devices
-  return Mesh(np.asarray(devices), (AXIS,))
-
-
-def shard(tree, the_mesh: Mesh):
-  """Host arrays with a leading member axis, spread over the mesh by member. The member count
-  must be a multiple of the mesh's size. Works with devices of other processes too: each
-  process gives the same whole arrays and keeps the slices of its own devices."""
-  return _place(tree, NamedSharding(the_mesh, P(AXIS)))
-
-
-def replicate(tree, the_mesh: Mesh):
-  """Host arrays copied whole to every device of the mesh (the data every member reads)."""
-  return _place(tree, NamedSharding(the_mesh, P()))
-
-
-def _place(tree, sharding):
-  def put(a):
-    a = np.asarray(a)
-    return jax.make_array_from_callback(a.shape, sharding, lambda idx: a[idx])
-  return jax.tree.map(put, tree)
-
-
-def gather(a) -> np.ndarray:
-  """A (possibly sharded, possibly multi-process) array as one host array."""
-  if isinstance(a, jax.Array) and not a.is_fully_addressable:
-    from jax.experimental import multihost_utils
-    return np.asarray(multihost_utils.process_allgather(a, tiled=True))
-  return np.asarray(a)
+  return train.evaluate_in_chunks(
+      lambda x, y: _eval_batch(params, x, y, impl=impl, precision=precision, model=model,
+                               blocks=blocks),
+      images, labels, model=model, batch_size=batch_size, to_host=gather)

@@ -5,7 +5,8 @@ Every member trains on the same data (for the regression net: the synthetic set 
 for a single run, so member (seed, lr) follows the single run with that seed and lr.
 
 Timing: each chunk of members is compiled ahead of time (``compile_time_s``, summed over
-chunks); ``train_time_s`` covers the compiled epochs of all chunks, blocked until ready.
+chunks); ``epoch_time_s[e]`` is epoch e of every chunk, each blocked until its losses are on the
+host, and ``train_time_s`` their sum.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from jaxshallow import models, population as pop
+from jaxshallow import models, placement, population as pop
 from jaxshallow.config import Config, ConfigError, resolve
 from jaxshallow.runner import device_info, load_data
 from jaxshallow.trainers import init_params
@@ -52,33 +53,31 @@ def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] =
   """Train every (seed, lr) of the grid; ``cfg.devices`` (0: all) share each chunk of ``chunk``
   members (0: the whole grid at once). Returns the result dict that ``--out`` writes."""
   cfg = _population_cfg(resolve(cfg))
-  grid, devices = members(seeds, lrs), cfg.devices
-  all_devices = jax.devices()
-  if not 0 <= devices <= len(all_devices):
-    raise ConfigError(f"--devices={devices}, but there are {len(all_devices)} devices")
-  the_mesh = pop.mesh(all_devices[:devices or len(all_devices)])
+  grid = members(seeds, lrs)
+  the_mesh = placement.mesh(placement.pick_devices(cfg.devices), pop.AXIS)
   n_dev = the_mesh.size
   chunk = chunk or len(grid)
   chunk = -(-chunk // n_dev) * n_dev  # Whole members per device.
   ds = load_data(cfg)
   model = models.BY_NAME[cfg.model]
   static = dict(impl=cfg.impl, precision=cfg.precision, model=model, blocks=cfg.blocks)
-  data = {"train": pop.replicate((ds.train_images, ds.train_labels), the_mesh),
-          "test": pop.replicate((ds.test_images, ds.test_labels), the_mesh)}
+  data = {"train": placement.replicate((ds.train_images, ds.train_labels), the_mesh),
+          "test": placement.replicate((ds.test_images, ds.test_labels), the_mesh)}
   n = len(ds.train_labels)
   result = {**dataclasses.asdict(cfg), "hidden": list(cfg.hidden), **device_info(cfg.impl),
             "devices": n_dev, "members_per_program": chunk, "n_train": n,
             "n_test": len(ds.test_labels), "evaluated_on": "holdout" if cfg.holdout else "test",
-            "compile_time_s": 0.0, "train_time_s": 0.0}
+            "compile_time_s": 0.0, "epoch_time_s": [0.0] * cfg.epochs}
   records = []
   for first in range(0, len(grid), chunk):
     part = grid[first:first + chunk]
     padded = part + [part[-1]] * (chunk - len(part))  # Repeats, dropped from the results.
     label = f"members {first + 1}-{first + len(part)} of {len(grid)}"
-    rec, times = _train_chunk(cfg, ds, data, padded, the_mesh, static, label, log)
+    rec, compile_s, epoch_s = _train_chunk(cfg, ds, data, padded, the_mesh, static, label, log)
     records += rec[:len(part)]
-    result["compile_time_s"] += times[0]
-    result["train_time_s"] += times[1]
+    result["compile_time_s"] += compile_s
+    result["epoch_time_s"] = [a + b for a, b in zip(result["epoch_time_s"], epoch_s)]
+  result["train_time_s"] = sum(result["epoch_time_s"])
   result["members"] = records
   result["summary"] = summarize(records, lrs)
   result["networks_per_second"] = len(grid) / result["train_time_s"]
@@ -88,26 +87,27 @@ def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] =
 def _train_chunk(cfg, ds, data, grid, the_mesh, static, label, log):
   seeds = [s for s, _ in grid]
   params = pop.init_params(lambda key: init_params(cfg, ds, key), seeds)
-  params = pop.shard(jax.tree.map(np.asarray, params), the_mesh)
+  params = placement.shard(jax.tree.map(np.asarray, params), the_mesh)
   opt_state = pop.init_opt_state(cfg.optimizer, params, cfg.momentum)
-  lrs = pop.shard(np.asarray([lr for _, lr in grid], np.float32), the_mesh)
+  lrs = placement.shard(np.asarray([lr for _, lr in grid], np.float32), the_mesh)
   n = len(ds.train_labels)
-  orders = [pop.shard(pop.epoch_orders(seeds, e, n), the_mesh) for e in range(cfg.epochs)]
+  orders = [placement.shard(pop.epoch_orders(seeds, e, n), the_mesh)
+            for e in range(cfg.epochs)]
   kw = dict(optimizer=cfg.optimizer, momentum=cfg.momentum, batch_size=cfg.batch_size, **static)
   t0 = time.perf_counter()
   fn = pop.train_epoch.lower(params, opt_state, *data["train"], orders[0], lrs, **kw).compile()
-  compile_s, train_s = time.perf_counter() - t0, 0.0
-  losses = []
+  compile_s = time.perf_counter() - t0
+  losses, epoch_s = [], []
   for e in range(cfg.epochs):
     t0 = time.perf_counter()
     params, opt_state, metrics = fn(params, opt_state, *data["train"], orders[e], lrs)
-    loss = pop.gather(metrics["loss"])  # On the host: the epoch is done.
-    train_s += time.perf_counter() - t0
+    loss = placement.gather(metrics["loss"])  # On the host: the epoch is done.
+    epoch_s.append(time.perf_counter() - t0)
     losses.append(loss)
     ok = np.isfinite(loss)
     log(f"{label}  epoch {e + 1:3d}/{cfg.epochs}  loss mean "
         f"{np.mean(loss[ok]) if ok.any() else math.nan:.5f}  ({int((~ok).sum())} diverged)  "
-        f"time {time.perf_counter() - t0:.3f}s")
+        f"time {epoch_s[-1]:.3f}s")
   losses = np.stack(losses, axis=1)  # (members, epochs)
   test = pop.evaluate(params, *data["test"], **static)
   train = pop.evaluate(params, *data["train"], **static) if cfg.model == "regression" else None
@@ -123,7 +123,7 @@ def _train_chunk(cfg, ds, data, grid, the_mesh, static, label, log):
     else:
       rec.update(test_loss=float(test["loss"][i]), test_accuracy=float(test["accuracy"][i]))
     records.append(rec)
-  return records, (compile_s, train_s)
+  return records, compile_s, epoch_s
 
 
 def score(rec: dict):

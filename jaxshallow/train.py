@@ -191,14 +191,24 @@ def eval_batch(params, images, labels, *, impl: str = "xla", precision: str = "f
 def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",
              model=models.MLP, blocks=None, batch_size: int = 2000):
   """Mean loss (and accuracy, for classifiers) over a whole data set, in chunks."""
+  return evaluate_in_chunks(
+      lambda x, y: eval_batch(params, x, y, impl=impl, precision=precision, model=model,
+                              blocks=blocks),
+      images, labels, model=model, batch_size=batch_size)
+
+
+def evaluate_in_chunks(batch_fn, images, labels, *, model, batch_size: int,
+                       to_host=np.asarray) -> dict:
+  """Mean loss (and accuracy) from ``batch_fn(x, y) -> (summed loss, correct count)`` over
+  chunks of ``batch_size`` examples, added up on the host in float64. For a population the
+  values are arrays with one entry per member; ``to_host`` fetches them."""
   n = labels.shape[0]
   total_loss, correct = 0.0, 0
   for start in range(0, n, batch_size):
     sl = slice(start, min(start + batch_size, n))
-    l, c = eval_batch(params, images[sl], labels[sl], impl=impl, precision=precision,
-                      model=model, blocks=blocks)
-    total_loss += float(l)
-    correct += int(c)
+    l, c = batch_fn(images[sl], labels[sl])
+    total_loss = total_loss + to_host(l).astype(np.float64)
+    correct = correct + to_host(c)
   result = {"loss": total_loss / n}
   if model.loss == "xent":
     result["accuracy"] = correct / n
