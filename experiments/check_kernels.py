@@ -193,7 +193,11 @@ def epoch_cases(rng, interpret):
     params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths, bias=head == "xent")
     model = models.MLP if head == "xent" else models.REGRESSION
     # Reduced precision: one step only, against the float64 step (the documented per-op
-    # tolerances do not hold over a trajectory, where rounding compounds).
+    # tolerances do not hold over a trajectory, where rounding compounds), and only what is
+    # continuous in the rounding: the step's loss and the last layer's new weights. A hidden
+    # pre-activation within TF32 rounding of 0 can land on the other side of its ReLU and
+    # change a whole row of that layer's gradient (seen here on random data, with the same
+    # result from two kernel designs); float32 checks the whole trajectory.
     refs = {steps: _epoch_reference(params, x, y, order, lr, optimizer, batch, model, steps)
             for steps in (EPOCH_STEPS, 1)}
     for precision in TOLERANCE:
@@ -205,8 +209,10 @@ def epoch_cases(rng, interpret):
       fn = jax.jit(functools.partial(mlp_epoch.train_epoch, plan=plan, fused=not interpret,
                                      interpret=interpret))
       got, _, losses, _ = fn(params, None, x, y, order, lr, 0.9)
-      err = max(rel_err(losses, ref_losses),
-                *(rel_err(a, b) for a, b in zip(jax.tree.leaves(got), ref_params)))
+      pairs = list(zip(jax.tree.leaves(got), ref_params))
+      if precision != "float32":
+        pairs = pairs[-len(params[-1]):]  # The last layer's leaves come last.
+      err = max(rel_err(losses, ref_losses), *(rel_err(a, b) for a, b in pairs))
       yield (f"epoch kernel {'-'.join(map(str, widths))} batch {batch} {optimizer} "
              f"P={plan.programs}"), precision, err
 

@@ -96,9 +96,12 @@ def _tile_index(ref, r0, c0, br, bc):
   return ref.at[rows[:, None], cols[None, :]], mask
 
 
-def load_tile(ref, r0, c0, br, bc, volatile=False):
-  """``ref[r0:r0+br, c0:c0+bc]`` as a (br, bc) tile, zeros outside the array."""
+def load_tile(ref, r0, c0, br, bc, volatile=False, row_ok=None):
+  """``ref[r0:r0+br, c0:c0+bc]`` as a (br, bc) tile, zeros outside the array and in rows where
+  ``row_ok`` is False."""
   view, mask = _tile_index(ref, r0, c0, br, bc)
+  if row_ok is not None:
+    mask &= row_ok[:, None]
   return plgpu.load(view, mask=mask, other=0.0, volatile=volatile)
 
 

@@ -8,21 +8,29 @@ where a step needs data that other programs computed.
 
 Layout. Layer l maps n_l inputs to n_{l+1} outputs; its weight matrix is cut into tiles of
 ``block_k`` rows (inputs) by ``block_n`` columns (output units). Tile t of a layer always belongs
-to program t % P, so each weight tile (and its velocity) is read and written by one program only.
-A step runs these phases, each followed by a grid barrier where another program reads its output:
+to program t % P, so each weight tile (and its velocity) is stepped by one program only.
+A step runs these phases, with a grid barrier between two:
   F_0       per tile: partial pre-activations x[:, k-tile] @ W_0[tile] into scratch
   F_l       per tile: the input tile a = relu(sum over k-tiles of layer l-1's partials + b), in a
             fixed order (every program that needs the same tile computes the same bits), then
             a @ W_l[tile] into scratch; the n-tile-0 program also stores a for the backward pass
-  B_last    per tile of the last layer: logits (or the regression output) summed in a fixed
-            order, the loss and its gradient g; dA = g @ W^T into scratch; W -= lr * a^T g
-  B_l       per tile, l = L-2 .. 0: g = dA_{l+1}[:, n-tile] * [a_{l+1} > 0]; dA_l (if l > 0);
-            W_l -= lr * a_l^T g; the k-tile-0 program updates the bias
-That is 2L - 1 barriers a step. No scratch needs double-buffering: every buffer is next written
-at least one barrier after its last reader passed. The exception is the last layer's bias, read
-by every B_last program and updated by one in the same phase: it alternates between two rows by
-step parity. Sums run in fixed orders and nothing uses floating-point atomics, so every run gives
-the same bits.
+  top       per tile of layer l = L-2 (of layer 0 if L = 1): the logits (or the regression
+            output) summed in a fixed order, the loss and its gradient g, computed alike by
+            every program; the owner of the last layer's rows that feed this tile's units steps
+            them; g is taken down through those rows (read, not yet stepped) to this tile's
+            units; then the tile's own step and its partial dA_l (if l > 0)
+  B_l       per tile, l = L-3 .. 0: g = (sum of dA_{l+1}'s partials) * [a_{l+1} > 0]; dA_l (if
+            l > 0); W_l -= lr * a_l^T g; the k-tile-0 program updates the bias
+That is L + max(L - 2, 0) barriers a step (1, 2, 4 for depths 1, 2, 3). Most scratch needs no
+double-buffering: it is next written at least one barrier after its last reader passed. The
+exceptions alternate between two copies by step parity: the last layer's weights and bias
+(read by every program in the phase where their owners step them) and its partial outputs
+(read in the top phase, which runs into the next step's F_0 without a barrier when L = 1).
+Sums run in fixed orders and nothing uses floating-point atomics, so every run gives the same
+bits.
+
+The batch rows are gathered in the epoch's order by one XLA gather before the launch, so a
+step's loads need no index loaded first.
 
 Two forms of the same phase code:
   ``epoch``         one ``pallas_call`` (GPU): a loop over steps, barriers between phases. All
@@ -69,6 +77,7 @@ class Plan:
   programs: int
   precision: str = "float32"
   scale_u8: bool = True  # uint8 inputs are scaled to [0, 1]
+  num_warps: int = 4
 
   @property
   def layers(self) -> int:
@@ -113,7 +122,10 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
     raise ValueError("the mse head has one output")
   plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8)
   programs = min(max_programs, max(plan.tiles(l) for l in range(plan.layers)))
-  return dataclasses.replace(plan, programs=programs)
+  # Measured on the H100 (docs/PERFORMANCE.md): with the softmax head, 4 warps a program take
+  # twice as long as 8 (the head's tiles and the image tile do not fit 4 warps' registers); with
+  # the one-output mse head, 4 warps are 20 % faster than 8.
+  return dataclasses.replace(plan, programs=programs, num_warps=8 if head == "xent" else 4)
 
 
 # The state the kernel reads and writes, as one flat list of arrays in a fixed order. ----------
@@ -128,17 +140,18 @@ def state_names(plan: Plan) -> list[str]:
     names += [f"vb{l}" for l in range(L)] if plan.bias else []
   names += [f"part{l}" for l in range(L)]  # Partial pre-activations, (k_tiles * rows, n_out).
   names += [f"act{l}" for l in range(1, L)]  # Hidden activations, (rows, n_l).
-  names += [f"dact{l}" for l in range(1, L)]  # Gradients of hidden activations, partial by
-  # n-tile of the layer above: (n_tiles(l) * rows, n_l).
+  names += [f"dact{l}" for l in range(1, L - 1)]  # Gradients of hidden activations, partial
+  # by n-tile of the layer above: (n_tiles(l) * rows, n_l).
   names += ["loss", "correct"]
   return names
 
 
 def scratch_shapes(plan: Plan, dtype) -> dict:
   L, R = plan.layers, plan.rows
-  s = {f"part{l}": (plan.k_tiles(l) * R, plan.widths[l + 1]) for l in range(L)}
+  s = {f"part{l}": (plan.k_tiles(l) * R, plan.widths[l + 1]) for l in range(L - 1)}
+  s[f"part{L - 1}"] = (2 * plan.k_tiles(L - 1) * R, plan.widths[-1])  # By step parity.
   s.update({f"act{l}": (R, plan.widths[l]) for l in range(1, L)})
-  s.update({f"dact{l}": (plan.n_tiles(l) * R, plan.widths[l]) for l in range(1, L)})
+  s.update({f"dact{l}": (plan.n_tiles(l) * R, plan.widths[l]) for l in range(1, L - 1)})
   shapes = {k: jax.ShapeDtypeStruct(v, dtype) for k, v in s.items()}
   shapes["loss"] = jax.ShapeDtypeStruct((plan.steps,), dtype)
   shapes["correct"] = jax.ShapeDtypeStruct((plan.steps,), jnp.int32)
@@ -170,28 +183,28 @@ def _for_tiles(plan: Plan, pid, l: int, body):
   _tile_loop(plan, pid, plan.tiles(l), tile)
 
 
-def batch_rows(plan, order_ref, s):
-  """This step's example indices (padded rows repeat example 0 and are masked later)."""
-  rows = common.load_vec(order_ref, s * plan.batch, plan.rows, other=0)
-  ok = jnp.arange(plan.rows) < plan.batch
-  return jnp.where(ok, rows, 0), ok
+def _parity(s):
+  return lax.rem(s, np.int32(2))
 
 
-def _inputs(plan, x_ref, rows, ok, k0, bk):
-  """The (rows, bk) tile of this step's inputs, columns k0.., zeros where padded."""
-  cols = k0 + jnp.arange(bk)
-  x = plgpu.load(x_ref.at[rows[:, None], cols[None, :]],
-                 mask=ok[:, None] & (cols[None, :] < x_ref.shape[1]), other=0)
+def _row_ok(plan):
+  return jnp.arange(plan.rows) < plan.batch
+
+
+def _inputs(plan, x_ref, s, k0, bk):
+  """The (rows, bk) tile of step s's inputs, columns k0.., zeros in padded rows. ``x_ref`` holds
+  the epoch's examples in batch order (gathered once an epoch), so no index is loaded first."""
+  x = common.load_tile(x_ref, s * plan.batch, k0, plan.rows, bk, row_ok=_row_ok(plan))
   if x_ref.dtype == jnp.uint8:
     x = x.astype(jnp.float32)
     return x / 255.0 if plan.scale_u8 else x
   return x.astype(common.acc_dtype(x_ref.dtype))
 
 
-def _sum_parts(ref, n_parts, rows, c0, bc):
-  """sum over p of ref[p * rows:(p + 1) * rows, c0:c0 + bc], in order p = 0, 1, ...
+def _sum_parts(ref, n_parts, rows, c0, bc, r0=0):
+  """sum over p of ref[r0 + p * rows:..., c0:c0 + bc], in order p = 0, 1, ...
   Unrolled up to 32 parts, so that all the loads are in flight at once."""
-  load = lambda p: common.load_tile(ref, p * rows, c0, rows, bc, volatile=True)
+  load = lambda p: common.load_tile(ref, r0 + p * rows, c0, rows, bc, volatile=True)
   if n_parts <= 32:
     parts = [load(p) for p in range(n_parts)]
     total = parts[0]
@@ -207,31 +220,30 @@ def _hidden(plan, st, l, k0, bk):
   z = _sum_parts(st[f"part{l - 1}"], plan.k_tiles(l - 1), plan.rows, k0, bk)
   if plan.bias:
     z += common.load_vec(st[f"b{l - 1}"], k0, bk, volatile=True)[None, :]
-  ok = jnp.arange(plan.rows) < plan.batch
-  return jnp.where(ok[:, None], jnp.maximum(z, 0.0), 0.0)
+  return jnp.where(_row_ok(plan)[:, None], jnp.maximum(z, 0.0), 0.0)
 
 
-def _layer_input(plan, st, io, l, k0, bk, rows, ok):
+def _layer_input(plan, st, io, l, k0, bk, s):
   """The (rows, bk) tile of layer l's input during the backward pass."""
   if l == 0:
-    return _inputs(plan, io["x"], rows, ok, k0, bk)
+    return _inputs(plan, io["x"], s, k0, bk)
   return common.load_tile(st[f"act{l}"], 0, k0, plan.rows, bk, volatile=True)
 
 
-def _update(plan, st, io, name, r0, c0, grad):
-  """SGD (with momentum if planned) on the tile of ``name`` at (r0, c0); owner-only."""
-  ref, lr = st[name], io["lr"][...]
-  if grad.ndim == 1:
-    w = common.load_vec(ref, c0, grad.shape[0])
-  else:
-    w = common.load_tile(ref, r0, c0, *grad.shape)
-  if plan.momentum:
-    vref = st["v" + name]
-    v = (common.load_vec(vref, c0, grad.shape[0]) if grad.ndim == 1 else
-         common.load_tile(vref, r0, c0, *grad.shape))
-    grad = grad + io["momentum"][...] * v  # optax: trace = g + decay * trace.
-    _store(vref, r0, c0, grad)
-  _store(ref, r0, c0, w - lr * grad)
+def _weight_cols(plan, l, s):
+  """Where layer l's weight tile columns start, for reading and for writing the step. The last
+  layer's weights are read by many programs in the phase where their owners step them, so
+  they alternate between two column blocks by step parity; the others are owner-only."""
+  if l < plan.layers - 1:
+    return 0, 0
+  bc = plan.block_n(l)
+  return _parity(s) * bc, _parity(s + 1) * bc
+
+
+def _load(ref, r0, c0, shape):
+  if len(shape) == 1:
+    return common.load_vec(ref, c0, shape[0])
+  return common.load_tile(ref, r0, c0, *shape)
 
 
 def _store(ref, r0, c0, value):
@@ -241,42 +253,65 @@ def _store(ref, r0, c0, value):
     common.store_tile(ref, r0, c0, value)
 
 
+def _with_momentum(plan, st, io, name, r0, c0, grad):
+  """The update's direction: optax's trace (v = g + momentum * v, stored), or g itself."""
+  if not plan.momentum:
+    return grad
+  vref = st["v" + name]
+  grad = grad + io["momentum"][...] * _load(vref, r0, c0, grad.shape)
+  _store(vref, r0, c0, grad)
+  return grad
+
+
+def _update(plan, st, io, name, r0, c0, grad, w=None, out_c0=None):
+  """SGD (with momentum if planned) on the tile of ``name`` at (r0, c0), owner-only. ``w``: the
+  tile if already loaded; ``out_c0``: where to write it if not where it was read."""
+  ref = st[name]
+  w = _load(ref, r0, c0, grad.shape) if w is None else w
+  direction = _with_momentum(plan, st, io, name, r0, c0 if out_c0 is None else 0, grad)
+  _store(ref, r0, c0 if out_c0 is None else out_c0, w - io["lr"][...] * direction)
+
+
 def forward_phase(plan, st, io, l, pid, s):
   """F_l: every tile's partial product into ``part{l}``."""
   bk, bn = plan.block_k(l), plan.block_n(l)
-  rows, ok = io["rows"]
+  w_c0, _ = _weight_cols(plan, l, s)
+  r0 = _parity(s) * (plan.k_tiles(l) * plan.rows) if l == plan.layers - 1 else 0
 
   def tile(kt, nt, k0, n0):
     if l == 0:
-      a = _inputs(plan, io["x"], rows, ok, k0, bk)
+      a = _inputs(plan, io["x"], s, k0, bk)
     else:
       a = _hidden(plan, st, l, k0, bk)
 
       @pl.when(nt == 0)  # One program per input tile keeps it for the backward pass.
       def _():
         common.store_tile(st[f"act{l}"], 0, k0, a)
-    w = common.load_tile(st[f"w{l}"], k0, n0, bk, bn)
-    common.store_tile(st[f"part{l}"], kt * plan.rows, n0, common.dot(a, w, plan.precision))
+    w = common.load_tile(st[f"w{l}"], k0, w_c0 + n0, bk, bn)
+    common.store_tile(st[f"part{l}"], r0 + kt * plan.rows, n0, common.dot(a, w, plan.precision))
   _for_tiles(plan, pid, l, tile)
 
 
-def _head(plan, st, io, rows, ok, s):
+def _head(plan, st, io, s):
   """The last layer's outputs, the per-step loss (and correct count), and dloss/dz."""
   L, R, c = plan.layers, plan.rows, plan.widths[-1]
-  bc = plan.block_n(L - 1)
-  z = _sum_parts(st[f"part{L - 1}"], plan.k_tiles(L - 1), R, 0, bc)
-  if plan.bias:  # Alternates between two rows by step parity: see the module docstring.
-    z += common.load_tile(st[f"b{L - 1}"], lax.rem(s, np.int32(2)), 0, 1, bc, volatile=True)
+  bc, ok = plan.block_n(L - 1), _row_ok(plan)
+  par = _parity(s)
+  z = _sum_parts(st[f"part{L - 1}"], plan.k_tiles(L - 1), R, 0, bc,
+                 r0=par * (plan.k_tiles(L - 1) * R))
+  if plan.bias:  # Alternates between two rows by step parity, as the last weights do.
+    z += common.load_tile(st[f"b{L - 1}"], par, 0, 1, bc, volatile=True)
   cols = jnp.arange(bc)
   if plan.head == "xent":
     z = jnp.where(cols[None, :] < c, z, -jnp.inf)
-    labels = plgpu.load(io["y"].at[rows], mask=ok, other=0)
+    labels = common.load_vec(io["y"], s * plan.batch, R, other=0)
+    labels = jnp.where(ok, labels, 0)
     logsum, loss, correct = row_stats(z, labels, cols)
     g = softmax_minus_onehot(z, labels, cols, logsum) / plan.batch
     g = jnp.where(ok[:, None] & (cols[None, :] < c), g, 0.0)
     correct = jnp.sum(jnp.where(ok, correct, 0))
   else:
-    y = plgpu.load(io["y"].at[rows], mask=ok, other=0.0).astype(z.dtype)
+    y = common.load_vec(io["y"], s * plan.batch, R).astype(z.dtype)
     pred = jnp.sum(jnp.where(cols[None, :] == 0, z, 0.0), axis=1)  # Column 0 (no value slices
     diff = jnp.where(ok, pred - y, 0.0)  # in the Triton lowering).
     loss = diff * diff
@@ -285,76 +320,88 @@ def _head(plan, st, io, rows, ok, s):
   return jnp.sum(jnp.where(ok, loss, 0.0)) / plan.batch, correct, g
 
 
-def last_backward_phase(plan, st, io, pid, s):
-  """B_last: the head on every tile (the same bits everywhere), dA, and the last layer's step."""
-  l = plan.layers - 1
+def _head_outputs(plan, st, io, s, loss, correct, g):
+  """Once a step (one program): the step's loss and correct count, and the last bias' step,
+  read from row s % 2 and written to row (s + 1) % 2."""
+  common.store_vec(st["loss"], s, jnp.full((16,), loss), ok=jnp.arange(16) == 0)
+  common.store_vec(st["correct"], s, jnp.full((16,), correct), ok=jnp.arange(16) == 0)
+  if plan.bias:
+    L = plan.layers
+    ref, db = st[f"b{L - 1}"], jnp.sum(g, axis=0)
+    b = common.load_tile(ref, _parity(s), 0, 1, db.shape[0])
+    db = _with_momentum(plan, st, io, f"b{L - 1}", 0, 0, db)
+    common.store_tile(ref, _parity(s + 1), 0, b - io["lr"][...] * db[None, :])
+
+
+def _backward_tile(plan, st, io, l, kt, nt, k0, n0, g, s, w=None):
+  """Layer l's part of the backward pass on tile (kt, nt), given g = dloss/d(outputs n0..):
+  the partial dA_l (hidden layers below the top one), W_l -= lr * a_l^T g, and the bias
+  (k-tile 0, hidden layers). ``w``: the weight tile if already loaded."""
   bk, bn = plan.block_k(l), plan.block_n(l)
-  rows, ok = io["rows"]
-
-  def tile(kt, nt, k0, n0):  # One n-tile: the head's outputs fit one (see make_plan).
-    loss, correct, g = _head(plan, st, io, rows, ok, s)
-
+  c0, out_c0 = _weight_cols(plan, l, s)
+  if w is None:
+    w = common.load_tile(st[f"w{l}"], k0, c0 + n0, bk, bn)
+  if 0 < l < plan.layers - 1:
+    common.store_tile(st[f"dact{l}"], nt * plan.rows, k0,
+                      common.dot(g, w, plan.precision, trans_b=True))
+  a = _layer_input(plan, st, io, l, k0, bk, s)
+  _update(plan, st, io, f"w{l}", k0, n0, common.dot(a, g, plan.precision, trans_a=True),
+          w=w, out_c0=out_c0 + n0 if l == plan.layers - 1 else None)
+  if plan.bias and l < plan.layers - 1:
     @pl.when(kt == 0)
     def _():
-      common.store_vec(st["loss"], s, jnp.full((16,), loss), ok=jnp.arange(16) == 0)
-      common.store_vec(st["correct"], s, jnp.full((16,), correct), ok=jnp.arange(16) == 0)
-      if plan.bias:
-        _bias_step(plan, st, io, s, jnp.sum(g, axis=0))
-    w = common.load_tile(st[f"w{l}"], k0, 0, bk, bn)
-    if l > 0:
-      common.store_tile(st[f"dact{l}"], 0, k0, common.dot(g, w, plan.precision, trans_b=True))
-    a = _layer_input(plan, st, io, l, k0, bk, rows, ok)
-    _update(plan, st, io, f"w{l}", k0, 0, common.dot(a, g, plan.precision, trans_a=True))
+      _update(plan, st, io, f"b{l}", 0, n0, jnp.sum(g, axis=0))
+
+
+def top_phase(plan, st, io, pid, s):
+  """The head and the last layer's step, and (L > 1) the step of the layer below it, on every
+  tile of layer l = max(L - 2, 0). Every program computes the same head (same bits); a tile's
+  units n0.. of layer l are the inputs k0 = n0.. of the last layer, whose weight rows it reads
+  to take the gradient down through the last layer itself, without another barrier."""
+  L = plan.layers
+  l = max(L - 2, 0)
+  loss, correct, g = _head(plan, st, io, s)  # Once a program, for all its tiles.
+
+  @pl.when(pid == 0)  # The program of tile (0, 0).
+  def _():
+    _head_outputs(plan, st, io, s, loss, correct, g)
+
+  def tile(kt, nt, k0, n0):
+    if L == 1:
+      _backward_tile(plan, st, io, 0, kt, nt, k0, n0, g, s)
+      return
+    bn = plan.block_n(l)
+    a_top = common.load_tile(st[f"act{L - 1}"], 0, n0, plan.rows, bn, volatile=True)
+
+    c0, _ = _weight_cols(plan, L - 1, s)
+    w_top = common.load_tile(st[f"w{L - 1}"], n0, c0, bn, plan.block_n(L - 1), volatile=True)
+
+    @pl.when(kt == 0)  # The owner of these rows of the last layer steps them.
+    def _():
+      _backward_tile(plan, st, io, L - 1, nt, 0, n0, 0, g, s, w=w_top)
+    g_l = jnp.where(a_top > 0, common.dot(g, w_top, plan.precision, trans_b=True), 0.0)
+    _backward_tile(plan, st, io, l, kt, nt, k0, n0, g_l, s)
   _for_tiles(plan, pid, l, tile)
 
 
-def _bias_step(plan, st, io, s, db):
-  """The last layer's bias: read from row s % 2, the stepped value written to row (s + 1) % 2."""
-  L = plan.layers
-  ref, lr = st[f"b{L - 1}"], io["lr"][...]
-  b = common.load_tile(ref, lax.rem(s, np.int32(2)), 0, 1, db.shape[0])
-  if plan.momentum:
-    v = common.load_vec(st[f"vb{L - 1}"], 0, db.shape[0])
-    db = db + io["momentum"][...] * v
-    common.store_vec(st[f"vb{L - 1}"], 0, db)
-  common.store_tile(ref, lax.rem(s + 1, np.int32(2)), 0, b - lr * db[None, :])
-
-
 def backward_phase(plan, st, io, l, pid, s):
-  """B_l for a hidden-input layer l < L-1: g from the layer above, dA_l, and the step."""
-  bk, bn = plan.block_k(l), plan.block_n(l)
-  rows, ok = io["rows"]
+  """B_l for l < L - 2: g from the partial dA_{l+1} of the layer above, then as top_phase."""
+  bn = plan.block_n(l)
 
   def tile(kt, nt, k0, n0):
     g = _sum_parts(st[f"dact{l + 1}"], plan.n_tiles(l + 1), plan.rows, n0, bn)
     above = common.load_tile(st[f"act{l + 1}"], 0, n0, plan.rows, bn, volatile=True)
-    g = jnp.where(above > 0, g, 0.0)
-    w = common.load_tile(st[f"w{l}"], k0, n0, bk, bn)
-    if l > 0:
-      common.store_tile(st[f"dact{l}"], nt * plan.rows, k0,
-                        common.dot(g, w, plan.precision, trans_b=True))
-    a = _layer_input(plan, st, io, l, k0, bk, rows, ok)
-    _update(plan, st, io, f"w{l}", k0, n0, common.dot(a, g, plan.precision, trans_a=True))
-    if plan.bias:
-      @pl.when(kt == 0)
-      def _():
-        _update(plan, st, io, f"b{l}", 0, n0, jnp.sum(g, axis=0))
+    _backward_tile(plan, st, io, l, kt, nt, k0, n0, jnp.where(above > 0, g, 0.0), s)
   _for_tiles(plan, pid, l, tile)
 
 
 def phases(plan: Plan):
-  """The step's phases in order, each ``fn(st, io, pid, s)``."""
+  """The step's phases in order, each ``fn(st, io, pid, s)``, a grid barrier between two."""
   L = plan.layers
   out = [functools.partial(forward_phase, plan, l=l) for l in range(L)]
-  out.append(functools.partial(last_backward_phase, plan))
-  out += [functools.partial(backward_phase, plan, l=l) for l in range(L - 2, -1, -1)]
+  out.append(functools.partial(top_phase, plan))
+  out += [functools.partial(backward_phase, plan, l=l) for l in range(L - 3, -1, -1)]
   return [lambda st, io, pid, s, f=f: f(st, io, pid=pid, s=s) for f in out]
-
-
-def barrier_after(plan: Plan) -> list[bool]:
-  """Whether a grid barrier follows each phase: all but the last (see the module docstring)."""
-  n = 2 * plan.layers
-  return [i < n - 1 for i in range(n)]
 
 
 # The grid barrier ------------------------------------------------------------------------------
@@ -401,18 +448,18 @@ def barrier_stress(programs: int, rounds: int, tile: int = 256, num_warps: int =
 
 # The two forms ---------------------------------------------------------------------------------
 
-IO_NAMES = ("x", "y", "order", "lr", "momentum")  # The read-only inputs, in call order.
+IO_NAMES = ("x", "y", "lr", "momentum")  # The read-only inputs, in call order.
 
 
-def _call(plan, kernel, io_args, state, extra_in=(), interpret=False, num_warps=4):
+def _call(plan, kernel, io_args, state, extra_in=(), interpret=False, num_warps=None):
   names = state_names(plan)
   n_in = len(io_args) + len(extra_in)
   out_shape = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in state]
   return pl.pallas_call(
       kernel, out_shape=out_shape, grid=(plan.programs,),
       input_output_aliases={n_in + i: i for i in range(len(names))},
-      compiler_params=common.compiler_params(num_warps, 1), interpret=interpret,
-      name="mlp_epoch")(*io_args, *extra_in, *state)
+      compiler_params=common.compiler_params(num_warps or plan.num_warps, 1),
+      interpret=interpret, name="mlp_epoch")(*io_args, *extra_in, *state)
 
 
 def _split_refs(plan, refs, n_extra):
@@ -423,23 +470,22 @@ def _split_refs(plan, refs, n_extra):
   return dict(zip(IO_NAMES, io_refs)), list(extra), dict(zip(names, state_out))
 
 
-def epoch(plan: Plan, io_args, state, num_warps=4):
+def epoch(plan: Plan, io_args, state, num_warps=None):
   """The whole epoch in one launch (GPU). ``state`` as ``init_state``; returns it stepped."""
   counter = jnp.zeros((1,), jnp.int32)
-  run_phases, barriers = phases(plan), barrier_after(plan)
+  run_phases = phases(plan)
 
   def kernel(*refs):
     io, (counter_ref,), st = _split_refs(plan, refs, 1)
     pid = pl.program_id(0)
 
     def step(s, carry):
-      io["rows"] = batch_rows(plan, io["order"], s)  # Loaded once a step.
-      for fn, wait in zip(run_phases, barriers):
-        fn(st, io, pid, s)
-        if wait:
+      for i, fn in enumerate(run_phases):
+        if i:
           grid_barrier(counter_ref, plan.programs)
+        fn(st, io, pid, s)
       return carry
-    lax.fori_loop(0, plan.steps, step, 0)
+    lax.fori_loop(np.int32(0), np.int32(plan.steps), step, 0)
   return _call(plan, kernel, io_args, state, (counter,), num_warps=num_warps)
 
 
@@ -447,9 +493,7 @@ def epoch_phases(plan: Plan, io_args, state, interpret=True):
   """The same epoch as one call per phase and step (interpret mode: the CPU tests)."""
   def kernel(fn, *refs):
     io, (s_ref,), st = _split_refs(plan, refs, 1)
-    s = s_ref[...].astype(jnp.int32)
-    io["rows"] = batch_rows(plan, io["order"], s)
-    fn(st, io, pl.program_id(0), s)
+    fn(st, io, pl.program_id(0), s_ref[...].astype(jnp.int32))
 
   def step(s, state):
     for fn in phases(plan):
@@ -461,16 +505,20 @@ def epoch_phases(plan: Plan, io_args, state, interpret=True):
 
 def init_state(plan: Plan, params, opt_state_leaves=None, dtype=jnp.float32):
   """The kernel's state list from params (a list of {"w", "b"} dicts) and momentum buffers
-  (a list like params, or None for zeros). The last bias is stored twice (rows by parity)."""
-  L = plan.layers
+  (a list like params, or None for zeros). The last layer's weights and bias are stored twice
+  (the copy of parity 0 first): weights as two column blocks of block_n, zero-padded, the bias
+  as two rows."""
+  L, bc = plan.layers, plan.block_n(plan.layers - 1)
   vel = opt_state_leaves
   arrays = {f"w{l}": params[l]["w"].astype(dtype) for l in range(L)}
+  w_last = jnp.pad(arrays[f"w{L - 1}"], ((0, 0), (0, bc - plan.widths[-1])))
+  arrays[f"w{L - 1}"] = jnp.concatenate([w_last, w_last], axis=1)
   if plan.bias:
     arrays.update({f"b{l}": params[l]["b"].astype(dtype) for l in range(L - 1)})
     arrays[f"b{L - 1}"] = jnp.stack([params[-1]["b"].astype(dtype)] * 2)
   if plan.momentum:
     for l in range(L):
-      arrays[f"vw{l}"] = (jnp.zeros_like(arrays[f"w{l}"]) if vel is None
+      arrays[f"vw{l}"] = (jnp.zeros(params[l]["w"].shape, dtype) if vel is None
                           else vel[l]["w"].astype(dtype))
       if plan.bias:
         arrays[f"vb{l}"] = (jnp.zeros((plan.widths[l + 1],), dtype) if vel is None
@@ -483,11 +531,13 @@ def init_state(plan: Plan, params, opt_state_leaves=None, dtype=jnp.float32):
 def read_state(plan: Plan, state):
   """(params, velocities or None, per-step losses, per-step correct counts) from a state."""
   L, st = plan.layers, dict(zip(state_names(plan), state))
+  last = plan.steps % 2  # The copy the last step wrote.
+  c0 = last * plan.block_n(L - 1)
   params = []
   for l in range(L):
-    layer = {"w": st[f"w{l}"]}
+    layer = {"w": st[f"w{l}"][:, c0:c0 + plan.widths[-1]] if l == L - 1 else st[f"w{l}"]}
     if plan.bias:
-      layer["b"] = st[f"b{l}"][plan.steps % 2] if l == L - 1 else st[f"b{l}"]
+      layer["b"] = st[f"b{l}"][last] if l == L - 1 else st[f"b{l}"]
     params.append(layer)
   vel = None
   if plan.momentum:
@@ -496,14 +546,18 @@ def read_state(plan: Plan, state):
 
 
 def train_epoch(params, velocities, x, y, order, lr, momentum, *, plan: Plan, fused=True,
-                interpret=False, num_warps=4):
+                interpret=False, num_warps=None):
   """One epoch of ``plan``: returns (params, velocities, per-step losses, correct counts).
 
   ``x`` (N, n_0) uint8 or float, ``y`` (N,) int32 labels or float targets, ``order`` (>= steps *
-  batch,) int32. ``fused``: the one-launch kernel (GPU), else one call per phase (CPU tests).
+  batch,) int32. ``num_warps``: None for the plan's. The epoch's examples are gathered in batch order by one XLA gather first (a
+  copy of the data set, tens of microseconds on a GPU), so that the kernel's loads of a step's
+  rows do not wait on a load of their indices. ``fused``: the one-launch kernel (GPU), else one
+  call per phase (CPU tests).
   """
   dtype = common.acc_dtype(jnp.float32 if x.dtype == jnp.uint8 else x.dtype)
-  io_args = (x, y, order.astype(jnp.int32), jnp.asarray(lr, dtype), jnp.asarray(momentum, dtype))
+  idx = order[:plan.steps * plan.batch]
+  io_args = (x[idx], y[idx], jnp.asarray(lr, dtype), jnp.asarray(momentum, dtype))
   state = init_state(plan, params, velocities, dtype)
   if fused:
     state = epoch(plan, io_args, state, num_warps)
