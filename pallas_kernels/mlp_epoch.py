@@ -123,8 +123,8 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
   plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8)
   programs = min(max_programs, max(plan.tiles(l) for l in range(plan.layers)))
   # Measured on the H100 (docs/PERFORMANCE.md): with the softmax head, 4 warps a program take
-  # twice as long as 8 (the head's tiles and the image tile do not fit 4 warps' registers); with
-  # the one-output mse head, 4 warps are 20 % faster than 8.
+  # nearly twice as long as 8 (not profiled at 4 warps; register pressure is the likely cause);
+  # with the one-output mse head, 8 warps take 26 % longer than 4.
   return dataclasses.replace(plan, programs=programs, num_warps=8 if head == "xent" else 4)
 
 
@@ -550,10 +550,10 @@ def train_epoch(params, velocities, x, y, order, lr, momentum, *, plan: Plan, fu
   """One epoch of ``plan``: returns (params, velocities, per-step losses, correct counts).
 
   ``x`` (N, n_0) uint8 or float, ``y`` (N,) int32 labels or float targets, ``order`` (>= steps *
-  batch,) int32. ``num_warps``: None for the plan's. The epoch's examples are gathered in batch order by one XLA gather first (a
-  copy of the data set, tens of microseconds on a GPU), so that the kernel's loads of a step's
-  rows do not wait on a load of their indices. ``fused``: the one-launch kernel (GPU), else one
-  call per phase (CPU tests).
+  batch,) int32. The epoch's examples are gathered in batch order by one XLA gather first (a
+  copy of the data set), so that the kernel's loads of a step's rows do not wait on a load of
+  their indices. ``fused``: the one-launch kernel (GPU), else one call per phase (CPU tests).
+  ``num_warps``: None for the plan's.
   """
   dtype = common.acc_dtype(jnp.float32 if x.dtype == jnp.uint8 else x.dtype)
   idx = order[:plan.steps * plan.batch]
