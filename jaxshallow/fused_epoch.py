@@ -65,23 +65,7 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
       interpret=interpret)
   if momentum:
     opt_state = jax.tree.unflatten(treedef, jax.tree.leaves(velocities))
-  metrics = {"loss": _fixed_order_sum(losses) / steps}
+  metrics = {"loss": common.fixed_order_sum(losses) / steps}
   if model.loss == "xent":
     metrics["accuracy"] = jnp.sum(correct) / (steps * batch_size)  # Integers: any order.
   return params, opt_state, metrics
-
-
-def _fixed_order_sum(v):
-  """``v.sum()`` as chains of elementwise adds. XLA may compile a float reduction to a fusion
-  whose tiling it autotunes per process (so its rounding could differ between runs, as seen on
-  the H100); elementwise adds keep one order."""
-  n = v.shape[0]
-  rows = -(-n // 32)
-  v = jnp.pad(v, (0, rows * 32 - n)).reshape(32, rows)
-  total = v[0]
-  for i in range(1, 32):
-    total = total + v[i]
-  out = total[0]
-  for i in range(1, rows):
-    out = out + total[i]
-  return out

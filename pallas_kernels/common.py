@@ -58,6 +58,23 @@ def sum_parts(parts):
   return total
 
 
+def fixed_order_sum(v):
+  """``v.sum()`` of a 1-D array (a batch's row losses, an epoch's step losses) as chains of
+  elementwise adds. XLA may compile a float reduction to a fusion whose tiling it autotunes per
+  process, so its rounding could differ between runs (seen on the H100: the CNN's reported
+  losses, not its weights); elementwise adds keep one order."""
+  n = v.shape[0]
+  rows = -(-n // 32)
+  v = jnp.pad(v, (0, rows * 32 - n)).reshape(32, rows)
+  total = v[0]
+  for i in range(1, 32):
+    total = total + v[i]
+  out = total[0]
+  for i in range(1, rows):
+    out = out + total[i]
+  return out
+
+
 def _i32(v):
   """An index as int32, the type of program ids, also for Python ints when x64 is enabled."""
   return np.int32(v) if isinstance(v, int) else v.astype(jnp.int32)
