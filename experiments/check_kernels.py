@@ -36,7 +36,7 @@ BLOCKS = [None, (("block_m", 16), ("block_n", 16), ("block_k", 16)),
 XENT_SHAPES = [(1, 10), (37, 10), (64, 3), (1000, 10), (64, 1000), (8192, 10)]
 CONV_SHAPES = [(1, 28, 1, 16), (3, 28, 1, 16), (64, 28, 1, 16), (64, 26, 16, 32), (3, 26, 16, 32),
                (3, 11, 5, 7), (256, 26, 16, 32)]
-CONV_BLOCKS = [None, (("block_p", 64), ("splits", 8)), (("block_p", 256), ("splits", 64))]
+CONV_BLOCKS = [None, (("block_p", 32), ("splits", 8)), (("block_p", 128), ("splits", 16))]
 
 
 def rel_err(a, b):

@@ -1,16 +1,21 @@
 """Fused 3x3 valid convolution + bias + ReLU (NHWC images, HWIO weights).
 
-An implicit GEMM: a program owns ``block_p`` output pixels of one image and all output channels,
-and accumulates nine tap products, ``x[pixels shifted by (di, dj)] @ w[di, dj]``, gathering the
-shifted input rows with masked loads instead of materialising im2col in memory. Channels are
-padded to a power of two of at least 16 (Triton's smallest dot) by the masks, so any channel
-count works; bias and ReLU are applied in registers before the one store.
+An implicit GEMM: the nine taps' shifted input windows are gathered straight into registers as
+the columns of one wide tile, never materialised as im2col in memory, so that each product has
+a long inner dimension. Column layout (``_groups``): with c channels padded to c_p (a power of
+two, at least 16), taps 0-7 give one tile of 8 * c_p columns and tap 8 one of c_p; with a
+single channel (grey images) all nine taps fit one tile of 16 columns. Nine products with an
+inner dimension of 16, as a first version had, spent their time moving operands, not
+multiplying. Padding is masked, so any channel count works.
 
-Backward (``g = dy * [y > 0]`` inside each kernel):
-  dx   a program owns ``block_p`` input pixels: sum over taps of g[pixels - (di, dj)] @ w[di, dj]^T
-  dw   a (tap, split) grid: each program sums x_tap^T @ g over its share of all output pixels
-       into a partial (cin, cout) tile; the partials (and db, from tap 0) are added up after
-       it, in a fixed order (``common.sum_parts``).
+  forward  a program owns ``block_p`` output pixels of one image and all output channels:
+           y = relu(sum over groups of x_cols @ w_rows + b), one store
+  dx       a program owns ``block_p`` input pixels: the gradient g = dy * [y > 0] (one XLA
+           elementwise op before it) of the output pixels each tap maps them to, as columns,
+           times the matching weights transposed
+  dw       a program owns a share (a split) of all output pixels; per block of them it loads g
+           once (contiguous rows) and adds x_cols^T @ g to a partial (9 * c_p, cout) tile; the
+           partials (and db) are added up after it, in a fixed order (``common.sum_parts``)
 
 Inside, tensors are 2-D: images (B*H*W, C), weights (9*cin, cout) with row (3*di + dj)*cin + ci.
 """
@@ -26,8 +31,29 @@ from jax.experimental.pallas import triton as plgpu
 
 from pallas_kernels import common
 
-DEFAULT_BLOCKS = dict(block_p=128, splits=32)
-TAPS = [(di, dj) for di in range(3) for dj in range(3)]
+# Pixels per program, warps and (dw) splits of all output pixels, per kernel, for float32 (a
+# tile per tap) and the tensor-core precisions (wide tiles). Measured on the H100 at the CNN's
+# conv2 (docs/PERFORMANCE.md). ``blocks`` overrides: block_p, num_warps (all three kernels),
+# splits, wide.
+DEFAULT_BLOCKS = {
+    False: dict(fwd_p=32, fwd_warps=4, dx_p=32, dx_warps=4, dw_p=32, dw_warps=4, splits=128),
+    True: dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=64, dw_warps=8, splits=64),
+}
+
+
+def config(precision, blocks=None) -> dict:
+  """The block sizes for ``precision``, with ``blocks`` (name, value) overrides."""
+  over = dict(blocks or ())
+  wide = over.pop("wide", precision != "float32")
+  cfg = dict(DEFAULT_BLOCKS[wide], wide=wide)
+  for kernel in ("fwd", "dx", "dw"):
+    if "block_p" in over:
+      cfg[f"{kernel}_p"] = over["block_p"]
+    if "num_warps" in over:
+      cfg[f"{kernel}_warps"] = over["num_warps"]
+  if "splits" in over:
+    cfg["splits"] = over["splits"]
+  return cfg
 
 
 def conv_relu_reference(x, w, b):
@@ -41,81 +67,129 @@ def _pad(c):
   return max(16, pl.next_power_of_2(c))
 
 
-def _gather(ref, rows, ok, n_cols, n_cols_pad):
-  """``ref[rows, :n_cols]`` as a (len(rows), n_cols_pad) tile, zeros where ``ok`` is False."""
-  cols = jnp.arange(n_cols_pad)
-  rows = jnp.where(ok, rows, 0)
-  mask = ok[:, None] & (cols[None, :] < n_cols)
-  return plgpu.load(ref.at[rows[:, None], cols[None, :]], mask=mask, other=0.0)
+def _groups(c, wide):
+  """The taps' column tiles for c channels: (first tap, taps, columns per tap, tile width).
+  ``wide`` (tensor-core precisions): taps 0-7 in one tile, tap 8 in another. Else (float32) a
+  tile per tap: Triton's float32 product (FMA units) holds a thread's share of the whole inner
+  dimension in registers, and spilled with 128 columns (H100: conv2 forward 22 us at 16
+  columns, 348 us at 128)."""
+  if c == 1:
+    return [(0, 9, 1, 16)]
+  if wide:
+    return [(0, 8, _pad(c), 8 * _pad(c)), (8, 1, _pad(c), _pad(c))]
+  return [(t, 1, _pad(c), _pad(c)) for t in range(9)]
 
 
-def _relu_grad(dy_ref, y_ref, rows, ok, cout, cout_p):
-  g = _gather(dy_ref, rows, ok, cout, cout_p)
-  return jnp.where(_gather(y_ref, rows, ok, cout, cout_p) > 0, g, 0.0)
+def _columns(group, c):
+  """Per column of a group's tile: its tap's row and column offsets (di, dj), its channel, and
+  whether it is a real (tap, channel) column rather than padding."""
+  t0, taps, per_tap, width = group
+  j = jnp.arange(width)
+  t, ch = t0 + j // per_tap, j % per_tap
+  return t // 3, t % 3, ch, (j < taps * per_tap) & (ch < c)
 
 
-def _tap_weights(w_ref, tap, cin, cout):
-  """The (cin, cout) weight matrix of one tap, padded."""
-  return _gather(w_ref, tap * cin + jnp.arange(_pad(cin)), jnp.arange(_pad(cin)) < cin, cout,
-                 _pad(cout))
+def _tap_tile(ref, rows, ok, ch, width_ok):
+  """``ref[rows, ch]`` for a (P, width) grid of rows and channels, zeros where not ok."""
+  mask = ok & width_ok[None, :]
+  rows = jnp.where(mask, rows, 0)
+  return plgpu.load(ref.at[rows, jnp.broadcast_to(ch[None, :], rows.shape)], mask=mask,
+                    other=0.0)
+
+
+def _weight_rows(w_ref, group, cin, cout):
+  """The (width, cout_p) weights matching a group's columns: row (tap, ci) = w[tap * cin + ci]."""
+  di, dj, ch, ok = _columns(group, cin)
+  co = jnp.arange(_pad(cout))
+  rows = jnp.where(ok, (3 * di + dj) * cin + ch, 0)
+  return plgpu.load(w_ref.at[rows[:, None], co[None, :]], mask=ok[:, None] & (co < cout)[None, :],
+                    other=0.0)
+
+
+def _weight_rows_t(w_ref, group, cin, cout):
+  """For dx, with columns over the cout channels of the taps: (width, cin_p), row (tap, co) =
+  w[tap * cin + ci, co] over ci."""
+  di, dj, co, ok = _columns(group, cout)
+  ci = jnp.arange(_pad(cin))
+  mask = ok[:, None] & (ci < cin)[None, :]
+  rows = jnp.where(mask, (3 * di + dj)[:, None] * cin + ci[None, :], 0)
+  return plgpu.load(w_ref.at[rows, jnp.broadcast_to(co[:, None], rows.shape)], mask=mask,
+                    other=0.0)
+
+
+def _input_cols(x_ref, corner, ok, group, w, cin):
+  """The group's column tile of the input windows of output pixels whose tap (0, 0) reads input
+  row ``corner``."""
+  di, dj, ch, col_ok = _columns(group, cin)
+  rows = corner[:, None] + (di * w + dj)[None, :]
+  return _tap_tile(x_ref, rows, ok[:, None], ch, col_ok)
 
 
 # Kernels -------------------------------------------------------------------------------------
 
-def conv_fwd_kernel(x_ref, w_ref, b_ref, y_ref, *, h, w, cin, cout, block_p, precision):
+def conv_fwd_kernel(x_ref, w_ref, b_ref, y_ref, *, h, w, cin, cout, block_p, precision,
+                    wide):
   oh_n, ow_n = h - 2, w - 2
   b, p = pl.program_id(0), pl.program_id(1) * block_p + jnp.arange(block_p)
   ok = p < oh_n * ow_n
-  oh, ow = p // ow_n, p % ow_n
+  corner = b * h * w + (p // ow_n) * w + p % ow_n  # The input pixel under tap (0, 0).
   acc = jnp.zeros((block_p, _pad(cout)), common.acc_dtype(x_ref.dtype))
-  for t, (di, dj) in enumerate(TAPS):
-    xt = _gather(x_ref, b * h * w + (oh + di) * w + (ow + dj), ok, cin, _pad(cin))
-    acc += common.dot(xt, _tap_weights(w_ref, t, cin, cout), precision)
+  for group in _groups(cin, wide):
+    acc += common.dot(_input_cols(x_ref, corner, ok, group, w, cin),
+                      _weight_rows(w_ref, group, cin, cout), precision)
   co = jnp.arange(_pad(cout))
   acc = jnp.maximum(acc + plgpu.load(b_ref.at[co], mask=co < cout, other=0.0)[None, :], 0.0)
   common.store_tile(y_ref, b * oh_n * ow_n + pl.program_id(1) * block_p, 0, acc, row_ok=ok)
 
 
-def conv_dx_kernel(dy_ref, y_ref, w_ref, dx_ref, *, h, w, cin, cout, block_p, precision):
+def conv_dx_kernel(g_ref, w_ref, dx_ref, *, h, w, cin, cout, block_p, precision, wide):
   oh_n, ow_n = h - 2, w - 2
   b, p = pl.program_id(0), pl.program_id(1) * block_p + jnp.arange(block_p)
   ok = p < h * w
   ih, iw = p // w, p % w
-  acc = jnp.zeros((block_p, _pad(cin)), common.acc_dtype(dy_ref.dtype))
-  for t, (di, dj) in enumerate(TAPS):
-    oh, ow = ih - di, iw - dj
-    tap_ok = ok & (oh >= 0) & (oh < oh_n) & (ow >= 0) & (ow < ow_n)
-    g = _relu_grad(dy_ref, y_ref, b * oh_n * ow_n + oh * ow_n + ow, tap_ok, cout, _pad(cout))
-    acc += common.dot(g, _tap_weights(w_ref, t, cin, cout), precision, trans_b=True)
+  acc = jnp.zeros((block_p, _pad(cin)), common.acc_dtype(g_ref.dtype))
+  for group in _groups(cout, wide):
+    di, dj, co, col_ok = _columns(group, cout)
+    oh, ow = ih[:, None] - di[None, :], iw[:, None] - dj[None, :]  # The output pixel of a tap.
+    tap_ok = ok[:, None] & (oh >= 0) & (oh < oh_n) & (ow >= 0) & (ow < ow_n)
+    g = _tap_tile(g_ref, b * oh_n * ow_n + oh * ow_n + ow, tap_ok, co, col_ok)
+    acc += common.dot(g, _weight_rows_t(w_ref, group, cin, cout), precision)
   common.store_tile(dx_ref, b * h * w + pl.program_id(1) * block_p, 0, acc, row_ok=ok)
 
 
-def conv_dw_kernel(x_ref, dy_ref, y_ref, dw_ref, db_ref, *, h, w, cin, cout, block_p,
-                   chunks_per_split, precision):
+def conv_dw_kernel(x_ref, g_ref, dw_ref, db_ref, *, h, w, cin, cout, block_p, chunks_per_split,
+                   precision, wide):
   oh_n, ow_n = h - 2, w - 2
-  n_out = dy_ref.shape[0]
-  t, s = pl.program_id(0), pl.program_id(1)
-  di, dj = t // 3, t % 3
+  n_out = g_ref.shape[0]
+  gi, s = pl.program_id(0), pl.program_id(1)
+  groups = _groups(cin, wide)
+  rows_per_split = sum(group[3] for group in groups)
 
-  def body(c, carry):
-    acc, db = carry
-    q = (s * chunks_per_split + c) * block_p + jnp.arange(block_p)  # Global output pixel.
-    ok = q < n_out
-    b, p = q // (oh_n * ow_n), q % (oh_n * ow_n)
-    xt = _gather(x_ref, b * h * w + (p // ow_n + di) * w + (p % ow_n + dj), ok, cin, _pad(cin))
-    g = _relu_grad(dy_ref, y_ref, q, ok, cout, _pad(cout))
-    return acc + common.dot(xt, g, precision, trans_a=True), db + jnp.sum(g, axis=0)
+  def run(group, row0):
+    def body(c, carry):
+      acc, db = carry
+      q0 = (s * chunks_per_split + c) * block_p
+      q = q0 + jnp.arange(block_p)  # Global output pixel.
+      ok = q < n_out
+      g = common.load_tile(g_ref, q0, 0, block_p, _pad(cout))  # Zeros past the ends.
+      b, p = q // (oh_n * ow_n), q % (oh_n * ow_n)
+      corner = b * h * w + (p // ow_n) * w + p % ow_n
+      x = _input_cols(x_ref, corner, ok, group, w, cin)
+      return acc + common.dot(x, g, precision, trans_a=True), db + jnp.sum(g, axis=0)
 
-  dtype = common.acc_dtype(x_ref.dtype)
-  acc, db = jax.lax.fori_loop(0, chunks_per_split, body,
-                              (jnp.zeros((_pad(cin), _pad(cout)), dtype),
-                               jnp.zeros((_pad(cout),), dtype)))
-  # Partials are stored padded, (9 * splits * cin_p, cout_p), so tiles never overlap.
-  common.store_tile(dw_ref, (t * pl.num_programs(1) + s) * _pad(cin), 0, acc)
+    dtype = common.acc_dtype(x_ref.dtype)
+    acc, db = jax.lax.fori_loop(0, chunks_per_split, body,
+                                (jnp.zeros((group[3], _pad(cout)), dtype),
+                                 jnp.zeros((_pad(cout),), dtype)))
+    # This split's partial: rows s * rows_per_split + (tap, ci), as the groups lay them out.
+    common.store_tile(dw_ref, s * rows_per_split + row0, 0, acc)
+    if row0 == 0:  # Every group sums the same g; the first stores db.
+      common.store_tile(db_ref, s, 0, db[None, :])
 
-  @pl.when(t == 0)  # Every tap sums the same g; one stores db.
-  def _():
-    common.store_tile(db_ref, s, 0, db[None, :])
+  row0 = 0
+  for i, group in enumerate(groups):  # A group per program: its tile width is static.
+    pl.when(gi == i)(functools.partial(run, group, row0))
+    row0 += group[3]
 
 
 # pallas_call wrappers (4-D NHWC in and out) ---------------------------------------------------
@@ -125,10 +199,11 @@ def _dims(x, w):
   return n, h, wd, cin, cout
 
 
-def conv_fwd(x, w, b, *, precision="float32", block_p=128, num_warps=4, interpret=False):
+def conv_fwd(x, w, b, *, precision="float32", block_p=64, num_warps=4, wide=False,
+             interpret=False):
   n, h, wd, cin, cout = _dims(x, w)
   kernel = functools.partial(conv_fwd_kernel, h=h, w=wd, cin=cin, cout=cout, block_p=block_p,
-                             precision=precision)
+                             precision=precision, wide=wide)
   y = pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct((n * (h - 2) * (wd - 2), cout), x.dtype),
       grid=(n, pl.cdiv((h - 2) * (wd - 2), block_p)),
@@ -137,37 +212,42 @@ def conv_fwd(x, w, b, *, precision="float32", block_p=128, num_warps=4, interpre
   return y.reshape(n, h - 2, wd - 2, cout)
 
 
-def conv_dx(dy, y, w, x_shape, *, precision="float32", block_p=128, num_warps=4,
+def conv_dx(g, w, x_shape, *, precision="float32", block_p=64, num_warps=4, wide=False,
             interpret=False):
   n, h, wd, cin = x_shape
   cout = w.shape[-1]
   kernel = functools.partial(conv_dx_kernel, h=h, w=wd, cin=cin, cout=cout, block_p=block_p,
-                             precision=precision)
+                             precision=precision, wide=wide)
   dx = pl.pallas_call(
-      kernel, out_shape=jax.ShapeDtypeStruct((n * h * wd, cin), dy.dtype),
+      kernel, out_shape=jax.ShapeDtypeStruct((n * h * wd, cin), g.dtype),
       grid=(n, pl.cdiv(h * wd, block_p)),
       compiler_params=common.compiler_params(num_warps, 1), interpret=interpret,
-      name="conv_dx")(dy.reshape(-1, cout), y.reshape(-1, cout), w.reshape(9 * cin, cout))
+      name="conv_dx")(g.reshape(-1, cout), w.reshape(9 * cin, cout))
   return dx.reshape(x_shape)
 
 
-def conv_dw(x, dy, y, *, precision="float32", block_p=128, splits=32, num_warps=4,
+def conv_dw(x, g, *, precision="float32", block_p=64, splits=128, num_warps=4, wide=False,
             interpret=False):
   n, h, wd, cin = x.shape
-  cout = dy.shape[-1]
-  chunks = pl.cdiv(dy.size // cout, block_p)
+  cout = g.shape[-1]
+  chunks = pl.cdiv(g.size // cout, block_p)
   splits = max(1, min(splits, chunks))
   kernel = functools.partial(conv_dw_kernel, h=h, w=wd, cin=cin, cout=cout, block_p=block_p,
-                             chunks_per_split=pl.cdiv(chunks, splits), precision=precision)
-  cin_p, cout_p = _pad(cin), _pad(cout)
+                             chunks_per_split=pl.cdiv(chunks, splits), precision=precision,
+                             wide=wide)
+  groups = _groups(cin, wide)
+  cout_p, rows = _pad(cout), sum(group[3] for group in groups)  # Rows per split.
   dw_parts, db_parts = pl.pallas_call(
-      kernel, out_shape=[jax.ShapeDtypeStruct((9 * splits * cin_p, cout_p), x.dtype),
+      kernel, out_shape=[jax.ShapeDtypeStruct((splits * rows, cout_p), x.dtype),
                          jax.ShapeDtypeStruct((splits, cout_p), x.dtype)],
-      grid=(9, splits), compiler_params=common.compiler_params(num_warps, 1),
-      interpret=interpret, name="conv_dw")(x.reshape(-1, cin), dy.reshape(-1, cout),
-                                           y.reshape(-1, cout))
-  dw_parts = dw_parts.reshape(3, 3, splits, cin_p, cout_p)[:, :, :, :cin, :cout]
-  return common.sum_parts(jnp.moveaxis(dw_parts, 2, 0)), common.sum_parts(db_parts[:, :cout])
+      grid=(len(groups), splits), compiler_params=common.compiler_params(num_warps, 1),
+      interpret=interpret, name="conv_dw")(x.reshape(-1, cin), g.reshape(-1, cout))
+  if cin == 1:
+    dw_parts = dw_parts.reshape(splits, 16, cout_p)[:, :9, :cout]
+  else:
+    dw_parts = dw_parts.reshape(splits, 9, _pad(cin), cout_p)[:, :, :cin, :cout]
+  return (common.sum_parts(dw_parts.reshape(splits, 3, 3, cin, cout)),
+          common.sum_parts(db_parts[:, :cout]))
 
 
 # The differentiable op -------------------------------------------------------------------------
@@ -175,8 +255,9 @@ def conv_dw(x, dy, y, *, precision="float32", block_p=128, splits=32, num_warps=
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
 def conv_relu(x, w, b, precision="float32", blocks=None, interpret=False):
   """``ReLU(conv3x3_valid(x, w) + b)`` through Pallas kernels, forward and backward."""
-  block_p = common.blocks(DEFAULT_BLOCKS, blocks)["block_p"]
-  return conv_fwd(x, w, b, precision=precision, block_p=block_p, interpret=interpret)
+  cfg = config(precision, blocks)
+  return conv_fwd(x, w, b, precision=precision, block_p=cfg["fwd_p"],
+                  num_warps=cfg["fwd_warps"], wide=cfg["wide"], interpret=interpret)
 
 
 def _conv_vjp_fwd(x, w, b, precision, blocks, interpret):
@@ -186,10 +267,13 @@ def _conv_vjp_fwd(x, w, b, precision, blocks, interpret):
 
 def _conv_vjp_bwd(precision, blocks, interpret, res, dy):
   x, w, y = res
-  bl = common.blocks(DEFAULT_BLOCKS, blocks)
-  kw = dict(precision=precision, interpret=interpret, block_p=bl["block_p"])
-  dw, db = conv_dw(x, dy, y, splits=bl["splits"], **kw)
-  return conv_dx(dy, y, w, x.shape, **kw), dw, db
+  cfg = config(precision, blocks)
+  kw = dict(precision=precision, wide=cfg["wide"], interpret=interpret)
+  g = jnp.where(y > 0, dy, 0.0)  # ReLU's gradient, once (each kernel would redo it per tap).
+  dw, db = conv_dw(x, g, block_p=cfg["dw_p"], num_warps=cfg["dw_warps"], splits=cfg["splits"],
+                   **kw)
+  dx = conv_dx(g, w, x.shape, block_p=cfg["dx_p"], num_warps=cfg["dx_warps"], **kw)
+  return dx, dw, db
 
 
 conv_relu.defvjp(_conv_vjp_fwd, _conv_vjp_bwd)

@@ -11,6 +11,14 @@ At batch 64 that is one launch where the unfused path takes five (dense forward,
 loss backward, dx, dw). Gradients are computed eagerly in the custom_vjp's forward rule, so the
 backward only scales them by the incoming cotangent (1.0 in training; XLA folds the product).
 Without differentiation (evaluation) the gradient half is skipped.
+
+Split K. With a long K and a small batch, as the CNN's head (K = 4608, batch 64), a few programs
+would each walk the whole of K twice (117 us on the H100, with 4 programs). From ``SPLIT_K_MIN``
+on, K is cut into slices of ``split`` columns, a program per (row block, slice), in two launches:
+  logits_part_kernel   the slice's partial logits h[:, slice] @ w[slice]
+  split_grads_kernel   the logits summed over the slices in a fixed order (every program of a
+                       row block computes the same bits), loss and dz as above, then the
+                       slice's dh and its (row block's partial) dw
 """
 
 from __future__ import annotations
@@ -32,11 +40,33 @@ from pallas_kernels.softmax_xent import (row_stats, softmax_cross_entropy_refere
 # programs share the batch, and K=256 takes two steps.
 DEFAULT_BLOCKS = dict(block_m=16, block_k=128)
 MAX_CLASSES = 128  # Beyond this the logits tile no longer fits registers: use the unfused ops.
+SPLIT_K_MIN = 2048  # From this K on, the gradient pass splits K across programs.
+SPLIT_BLOCKS = dict(block_m=32, block_k=64, split=128)
 
 
 def reference(h, w, b, labels):
   """The plain-jnp twin: ``softmax_cross_entropy(h @ w + b, labels)``."""
   return softmax_cross_entropy_reference(dense_reference(h, w, b), labels)
+
+
+def _loss_and_dz(z, b_ref, labels_ref, loss_ref, correct_ref, i, m, block_m, n_classes,
+                 with_grads=True, store=True):
+  """Given row block i's logits before the bias: store (if ``store``) each row's loss and
+  correctness, and return dz = dloss/dz (zero in padded rows and columns), or None without
+  gradients."""
+  m0, cols = i * block_m, jnp.arange(z.shape[1])
+  z += plgpu.load(b_ref.at[cols], mask=cols < n_classes, other=0.0)[None, :]
+  z = jnp.where(cols[None, :] < n_classes, z, -jnp.inf)
+  labels = common.load_vec(labels_ref, m0, block_m, other=0)
+  logsum, loss, correct = row_stats(z, labels, cols)
+  store = jnp.full((block_m,), store)
+  common.store_vec(loss_ref, m0, loss, ok=store)
+  common.store_vec(correct_ref, m0, correct, ok=store)
+  if not with_grads:
+    return None
+  row_ok = m0 + jnp.arange(block_m) < m
+  return jnp.where(row_ok[:, None] & (cols[None, :] < n_classes),
+                   softmax_minus_onehot(z, labels, cols, logsum) / m, 0.0)
 
 
 def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_refs, n_classes,
@@ -45,8 +75,6 @@ def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_re
   c_pad = max(16, pl.next_power_of_2(n_classes))
   i = pl.program_id(0)
   m0 = i * block_m
-  rows, cols = m0 + jnp.arange(block_m), jnp.arange(c_pad)
-  row_ok = rows < m
   n_k = pl.cdiv(k, block_k)
 
   def logits_body(kk, acc):
@@ -56,17 +84,11 @@ def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_re
 
   z = lax.fori_loop(0, n_k, logits_body, jnp.zeros((block_m, c_pad), common.acc_dtype(
       h_ref.dtype)))
-  z += plgpu.load(b_ref.at[cols], mask=cols < n_classes, other=0.0)[None, :]
-  z = jnp.where(cols[None, :] < n_classes, z, -jnp.inf)
-  labels = common.load_vec(labels_ref, m0, block_m, other=0)
-  logsum, loss, correct = row_stats(z, labels, cols)
-  common.store_vec(loss_ref, m0, loss)
-  common.store_vec(correct_ref, m0, correct)
+  dz = _loss_and_dz(z, b_ref, labels_ref, loss_ref, correct_ref, i, m, block_m, n_classes,
+                    with_grads=bool(grad_refs))
   if not grad_refs:
     return
   dh_ref, dw_ref, db_ref = grad_refs
-  dz = jnp.where(row_ok[:, None] & (cols[None, :] < n_classes),
-                 softmax_minus_onehot(z, labels, cols, logsum) / m, 0.0)
   common.store_tile(db_ref, i, 0, jnp.sum(dz, axis=0)[None, :])
 
   @pl.loop(0, n_k)
@@ -80,23 +102,85 @@ def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_re
                       row_ok=k0 + jnp.arange(block_k) < k)
 
 
+def logits_part_kernel(h_ref, w_ref, z_ref, *, block_m, block_k, split, m_pad, precision):
+  """Split K: program (i, s) stores h[rows i, slice s] @ w[slice s] at rows s * m_pad + ..."""
+  i, s = pl.program_id(0), pl.program_id(1)
+  m0, k0 = i * block_m, s * split
+
+  def body(kk, acc):
+    kc = k0 + kk * block_k  # Loads past K read zeros.
+    h = common.load_tile(h_ref, m0, kc, block_m, block_k)
+    return acc + common.dot(h, common.load_tile(w_ref, kc, 0, block_k, z_ref.shape[1]),
+                            precision)
+  z = lax.fori_loop(0, split // block_k, body, jnp.zeros((block_m, z_ref.shape[1]),
+                                                          common.acc_dtype(h_ref.dtype)))
+  common.store_tile(z_ref, s * m_pad + m0, 0, z)
+
+
+def split_grads_kernel(h_ref, w_ref, b_ref, labels_ref, z_ref, loss_ref, correct_ref, dh_ref,
+                       dw_ref, db_ref, *, n_classes, block_m, block_k, split, m_pad, precision):
+  """Split K: program (i, s) sums row block i's partial logits over all slices, in order, then
+  stores dh and its partial dw for slice s; the slice-0 program stores loss, count and db."""
+  (m, k), c_pad = h_ref.shape, z_ref.shape[1]
+  i, s = pl.program_id(0), pl.program_id(1)
+  m0 = i * block_m
+  part = lambda p: common.load_tile(z_ref, p * m_pad + m0, 0, block_m, c_pad)
+  z = lax.fori_loop(1, pl.num_programs(1), lambda p, acc: acc + part(p), part(0))
+  dz = _loss_and_dz(z, b_ref, labels_ref, loss_ref, correct_ref, i, m, block_m, n_classes,
+                    store=s == 0)
+
+  @pl.when(s == 0)
+  def _():
+    common.store_tile(db_ref, i, 0, jnp.sum(dz, axis=0)[None, :])
+
+  @pl.loop(0, split // block_k)
+  def _(kk):
+    k0 = s * split + kk * block_k
+    h = common.load_tile(h_ref, m0, k0, block_m, block_k)
+    w = common.load_tile(w_ref, k0, 0, block_k, c_pad)
+    common.store_tile(dh_ref, m0, k0, common.dot(dz, w, precision, trans_b=True))
+    common.store_tile(dw_ref, i * k + k0, 0, common.dot(h, dz, precision, trans_a=True),
+                      row_ok=k0 + jnp.arange(block_k) < k)
+
+
+def choose_blocks(k: int, blocks=None) -> dict:
+  """Block sizes for inner dimension k: the one-launch form's, or from ``SPLIT_K_MIN`` on the
+  split form's (with ``split``); ``blocks`` overrides them (a ``split`` forces the split form)."""
+  return common.blocks(SPLIT_BLOCKS if k >= SPLIT_K_MIN else DEFAULT_BLOCKS, blocks)
+
+
 def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, block_k=128,
-              num_warps=4, interpret=False):
+              split=None, num_warps=4, interpret=False):
   (m, k), n = h.shape, w.shape[1]
   c_pad = max(16, pl.next_power_of_2(n))
   programs = pl.cdiv(m, block_m)
+  labels = labels.astype(jnp.int32)
   out_shape = [jax.ShapeDtypeStruct((m,), common.acc_dtype(h.dtype)),
                jax.ShapeDtypeStruct((m,), jnp.int32)]
   if with_grads:
     out_shape += [jax.ShapeDtypeStruct((m, k), h.dtype),
                   jax.ShapeDtypeStruct((programs * k, c_pad), h.dtype),
                   jax.ShapeDtypeStruct((programs, c_pad), h.dtype)]
-  kernel = functools.partial(head_kernel, n_classes=n, block_m=block_m, block_k=block_k,
-                             precision=precision)
-  outs = pl.pallas_call(
-      kernel, out_shape=out_shape, grid=(programs,),
-      compiler_params=common.compiler_params(num_warps, 1), interpret=interpret,
-      name="dense_xent")(h, w, b, labels.astype(jnp.int32))
+  params = common.compiler_params(num_warps, 1)
+  if with_grads and split:
+    if split % block_k:
+      raise ValueError(f"split {split} must be a multiple of block_k {block_k}")
+    grid, m_pad = (programs, pl.cdiv(k, split)), programs * block_m
+    sizes = dict(block_m=block_m, block_k=block_k, split=split, m_pad=m_pad,
+                 precision=precision)
+    z_parts = pl.pallas_call(
+        functools.partial(logits_part_kernel, **sizes), grid=grid,
+        out_shape=jax.ShapeDtypeStruct((grid[1] * m_pad, c_pad), common.acc_dtype(h.dtype)),
+        compiler_params=params, interpret=interpret, name="dense_xent_logits")(h, w)
+    outs = pl.pallas_call(
+        functools.partial(split_grads_kernel, n_classes=n, **sizes), grid=grid,
+        out_shape=out_shape, compiler_params=params, interpret=interpret,
+        name="dense_xent_grads")(h, w, b, labels, z_parts)
+  else:
+    kernel = functools.partial(head_kernel, n_classes=n, block_m=block_m, block_k=block_k,
+                               precision=precision)
+    outs = pl.pallas_call(kernel, out_shape=out_shape, grid=(programs,), compiler_params=params,
+                          interpret=interpret, name="dense_xent")(h, w, b, labels)
   if not with_grads:
     return outs
   loss, correct, dh, dw_parts, db_parts = outs
@@ -113,16 +197,17 @@ def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, b
 def dense_softmax_cross_entropy(h, w, b, labels, precision="float32", blocks=None,
                                 interpret=False):
   """``softmax_cross_entropy(h @ w + b, labels)`` -> (mean loss, number correct), fused."""
+  sizes = choose_blocks(h.shape[1], blocks)
+  sizes.pop("split", None)  # Evaluation: the one-launch form.
   loss, correct = head_call(h, w, b, labels, with_grads=False, precision=precision,
-                            interpret=interpret, **common.blocks(DEFAULT_BLOCKS, blocks))
-  return jnp.mean(loss), jnp.sum(correct)
+                            interpret=interpret, **sizes)
+  return common.fixed_order_sum(loss) / loss.shape[0], jnp.sum(correct)
 
 
 def _vjp_fwd(h, w, b, labels, precision, blocks, interpret):
   loss, correct, dh, dw, db = head_call(h, w, b, labels, with_grads=True, precision=precision,
-                                        interpret=interpret,
-                                        **common.blocks(DEFAULT_BLOCKS, blocks))
-  return (jnp.mean(loss), jnp.sum(correct)), (dh, dw, db)
+                                        interpret=interpret, **choose_blocks(h.shape[1], blocks))
+  return (common.fixed_order_sum(loss) / loss.shape[0], jnp.sum(correct)), (dh, dw, db)
 
 
 def _vjp_bwd(precision, blocks, interpret, res, cotangents):

@@ -150,10 +150,10 @@ from jaxshallow import ops  # noqa: E402
 from pallas_kernels import conv, max_pool, mse  # noqa: E402
 
 CONV_SHAPES = [(1, 28, 1, 16), (3, 26, 16, 32), (64, 12, 16, 32), (3, 9, 5, 7), (1, 6, 3, 1)]
-CONV_BLOCKS = [None, (("block_p", 32), ("splits", 4))]
+CONV_BLOCKS = [None, (("block_p", 32), ("splits", 4)), (("wide", True),)]
 
 
-@pytest.mark.parametrize("blocks", CONV_BLOCKS, ids=["default", "32x4"])
+@pytest.mark.parametrize("blocks", CONV_BLOCKS, ids=["default", "32x4", "wide"])
 @pytest.mark.parametrize("n,h,cin,cout", CONV_SHAPES)
 def test_conv_relu_forward_and_grads(n, h, cin, cout, blocks):
   rng = np.random.default_rng()
@@ -238,8 +238,9 @@ def test_mse_and_grad(n):
 from pallas_kernels import dense_xent  # noqa: E402
 
 
-@pytest.mark.parametrize("blocks", [None, (("block_m", 16), ("block_k", 16))],
-                         ids=["default", "16x16"])
+@pytest.mark.parametrize("blocks", [None, (("block_m", 16), ("block_k", 16)),
+                                    (("block_m", 16), ("block_k", 16), ("split", 32))],
+                         ids=["default", "16x16", "split32"])
 @pytest.mark.parametrize("m,k,n", [(64, 256, 10), (1, 784, 10), (37, 100, 3), (1000, 33, 10),
                                    (130, 4608, 10), (64, 256, 100)])
 def test_dense_xent_forward_and_grads(m, k, n, blocks):
