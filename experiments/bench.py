@@ -110,6 +110,11 @@ def build_cases(impls: list[str]) -> list[Case]:
       if impl == "pallas" and cases[-1].cfg.fusion == "epoch":  # The step-per-iteration path.
         cases.append(Case("workloads", w, impl, "op kernels (--fusion=ops)",
                           cfg(w, impl, fusion="ops"), repeats))
+    if w == "cnn" and not quick:  # The CNN at the tensor-core precisions, peers alike.
+      for precision in ("tf32", "bfloat16"):
+        for impl in [i for i in impls if i in ("xla", "pallas")] + peers[1:]:
+          cases.append(Case("workloads", w, impl, precision, cfg(w, impl, precision=precision),
+                            repeats))
   if "mlp" in _WORKLOADS.value:
     jax_impls = [i for i in ("xla", "pallas") if i in impls]
     if _TECHNIQUES.value:
@@ -195,15 +200,19 @@ def training_line(results: list[dict]) -> str:
       for w, r in first.items()) + "."
 
 
+def _precision(r) -> str:
+  return r["variant"] if r["variant"] in ("tf32", "bfloat16") else "float32"
+
+
 def add_speedups(results: list[dict]) -> None:
   """Samples/s over the NumPy reference of the same workload, and over the torch CUDA-graph peer
-  of the same workload and batch size."""
-  ref = {(r["workload"], r["impl"], r["batch_size"]): r for r in results
-         if r["variant"] == "reference" or r["group"] == "batch"}
+  of the same workload, batch size and precision (none where no such peer ran)."""
+  peer = {(r["workload"], r["batch_size"], _precision(r)): r for r in results
+          if r["impl"] == "torch-graph"}
   numpy = {r["workload"]: r for r in results if r["impl"] == "numpy"}
   for r in results:
     numpy_ref = numpy.get(r["workload"])
-    torch_ref = ref.get((r["workload"], "torch-graph", r["batch_size"]))
+    torch_ref = peer.get((r["workload"], r["batch_size"], _precision(r)))
     r["x_numpy"] = r["samples_per_s"] / numpy_ref["samples_per_s"] if numpy_ref else None
     r["x_torch_graph"] = r["samples_per_s"] / torch_ref["samples_per_s"] if torch_ref else None
 

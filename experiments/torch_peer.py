@@ -37,8 +37,12 @@ class TorchTrainer:
     self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if mode == "graph" and self.dev.type != "cuda":
       raise ValueError("CUDA graphs need a GPU")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    # The same precision as the JAX row it is compared with: TF32 tensor cores only for tf32,
+    # autocast to bfloat16 (products in bfloat16, float32 accumulation) for bfloat16.
+    tf32 = cfg.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    self.autocast = cfg.precision == "bfloat16"
     self.x = torch.as_tensor(ds.train_images, device=self.dev)
     self.y = torch.as_tensor(ds.train_labels.astype(np.int64), device=self.dev)
     self.x_test = torch.as_tensor(ds.test_images, device=self.dev)
@@ -81,6 +85,10 @@ class TorchTrainer:
         v.zero_()
 
   def _logits(self, x_u8):
+    with self.torch.autocast(self.dev.type, dtype=self.torch.bfloat16, enabled=self.autocast):
+      return self._logits_in(x_u8).float()
+
+  def _logits_in(self, x_u8):
     F = self.torch.nn.functional
     x = x_u8.float() / 255.0
     p = self.params
