@@ -1,21 +1,26 @@
 """Fused 3x3 valid convolution + bias + ReLU (NHWC images, HWIO weights).
 
 An implicit GEMM: the nine taps' shifted input windows are gathered straight into registers as
-the columns of one wide tile, never materialised as im2col in memory, so that each product has
-a long inner dimension. Column layout (``_groups``): with c channels padded to c_p (a power of
-two, at least 16), taps 0-7 give one tile of 8 * c_p columns and tap 8 one of c_p; with a
-single channel (grey images) all nine taps fit one tile of 16 columns. Nine products with an
-inner dimension of 16, as a first version had, spent their time moving operands, not
-multiplying. Padding is masked, so any channel count works.
+the columns of tiles, never materialised as im2col in memory. Column layout (``_groups``), with
+c channels padded to c_p (a power of two, at least 16):
+  float32       a tile per tap (c_p columns). Triton's float32 product runs on the FMA units and
+                holds a thread's share of the whole inner dimension in registers: at 128
+                columns it spilled (H100: conv2 forward 348 us against 22 at 16).
+  tf32, bf16    taps 0-7 as one tile of 8 * c_p columns, tap 8 as another: tensor-core products
+                want a long inner dimension.
+  one channel   (grey images, any precision) all nine taps as the columns of one 16-wide tile:
+                one product instead of nine that were 15/16 padding.
+Padding is masked, so any channel count works.
 
   forward  a program owns ``block_p`` output pixels of one image and all output channels:
-           y = relu(sum over groups of x_cols @ w_rows + b), one store
+           y = relu(sum over tiles of x_cols @ w_rows + b), one store
   dx       a program owns ``block_p`` input pixels: the gradient g = dy * [y > 0] (one XLA
            elementwise op before it) of the output pixels each tap maps them to, as columns,
            times the matching weights transposed
-  dw       a program owns a share (a split) of all output pixels; per block of them it loads g
-           once (contiguous rows) and adds x_cols^T @ g to a partial (9 * c_p, cout) tile; the
-           partials (and db) are added up after it, in a fixed order (``common.sum_parts``)
+  dw       a program owns one tile of columns and a share (a split) of all output pixels; per
+           block of them it loads g (contiguous rows) and adds x_cols^T @ g to its partial
+           tile; the partials (and db) are added up after it, in a fixed order
+           (``common.sum_parts``)
 
 Inside, tensors are 2-D: images (B*H*W, C), weights (9*cin, cout) with row (3*di + dj)*cin + ci.
 """
@@ -68,11 +73,8 @@ def _pad(c):
 
 
 def _groups(c, wide):
-  """The taps' column tiles for c channels: (first tap, taps, columns per tap, tile width).
-  ``wide`` (tensor-core precisions): taps 0-7 in one tile, tap 8 in another. Else (float32) a
-  tile per tap: Triton's float32 product (FMA units) holds a thread's share of the whole inner
-  dimension in registers, and spilled with 128 columns (H100: conv2 forward 22 us at 16
-  columns, 348 us at 128)."""
+  """The taps' column tiles for c channels: (first tap, taps, columns per tap, tile width);
+  ``wide``: taps 0-7 in one tile (see the module's docstring)."""
   if c == 1:
     return [(0, 9, 1, 16)]
   if wide:
