@@ -65,7 +65,7 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
       interpret=interpret)
   if momentum:
     opt_state = jax.tree.unflatten(treedef, jax.tree.leaves(velocities))
-  metrics = {"loss": common.fixed_order_sum(losses) / steps}
+  metrics = {"loss": common.fixed_order_mean(losses)}
   if model.loss == "xent":
     metrics["accuracy"] = jnp.sum(correct) / (steps * batch_size)  # Integers: any order.
   return params, opt_state, metrics

@@ -157,8 +157,8 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
   (params, opt_state), metrics = lax.scan(body, (params, opt_state), batches, unroll=unroll)
   # The epoch's mean in a fixed order, so that reported losses repeat bit for bit. Imported here:
   # the xla impl otherwise needs nothing from the kernels' package.
-  from pallas_kernels.common import fixed_order_sum
-  return params, opt_state, jax.tree.map(lambda m: fixed_order_sum(m) / m.shape[0], metrics)
+  from pallas_kernels.common import fixed_order_mean
+  return params, opt_state, jax.tree.map(fixed_order_mean, metrics)
 
 
 _EPOCH_STATIC = STATIC + ("batch_size", "unroll", "fusion")

@@ -75,6 +75,11 @@ def fixed_order_sum(v):
   return out
 
 
+def fixed_order_mean(v):
+  """``v.mean()`` of a 1-D array, summed as ``fixed_order_sum``."""
+  return fixed_order_sum(v) / v.shape[0]
+
+
 def _i32(v):
   """An index as int32, the type of program ids, also for Python ints when x64 is enabled."""
   return np.int32(v) if isinstance(v, int) else v.astype(jnp.int32)

@@ -119,6 +119,11 @@ def _weight_rows_t(w_ref, group, cin, cout):
                     other=0.0)
 
 
+def _corner(b, p, h, w):
+  """The input row under tap (0, 0) of output pixel p of image b (images h x w)."""
+  return b * h * w + (p // (w - 2)) * w + p % (w - 2)
+
+
 def _input_cols(x_ref, corner, ok, group, w, cin):
   """The group's column tile of the input windows of output pixels whose tap (0, 0) reads input
   row ``corner``."""
@@ -134,7 +139,7 @@ def conv_fwd_kernel(x_ref, w_ref, b_ref, y_ref, *, h, w, cin, cout, block_p, pre
   oh_n, ow_n = h - 2, w - 2
   b, p = pl.program_id(0), pl.program_id(1) * block_p + jnp.arange(block_p)
   ok = p < oh_n * ow_n
-  corner = b * h * w + (p // ow_n) * w + p % ow_n  # The input pixel under tap (0, 0).
+  corner = _corner(b, p, h, w)
   acc = jnp.zeros((block_p, _pad(cout)), common.acc_dtype(x_ref.dtype))
   for group in _groups(cin, wide):
     acc += common.dot(_input_cols(x_ref, corner, ok, group, w, cin),
@@ -168,16 +173,18 @@ def conv_dw_kernel(x_ref, g_ref, dw_ref, db_ref, *, h, w, cin, cout, block_p, ch
   rows_per_split = sum(group[3] for group in groups)
 
   def run(group, row0):
+    with_db = row0 == 0  # Every group sees the same g; the first one's programs sum db.
+
     def body(c, carry):
       acc, db = carry
       q0 = (s * chunks_per_split + c) * block_p
       q = q0 + jnp.arange(block_p)  # Global output pixel.
       ok = q < n_out
       g = common.load_tile(g_ref, q0, 0, block_p, _pad(cout))  # Zeros past the ends.
-      b, p = q // (oh_n * ow_n), q % (oh_n * ow_n)
-      corner = b * h * w + (p // ow_n) * w + p % ow_n
-      x = _input_cols(x_ref, corner, ok, group, w, cin)
-      return acc + common.dot(x, g, precision, trans_a=True), db + jnp.sum(g, axis=0)
+      x = _input_cols(x_ref, _corner(q // (oh_n * ow_n), q % (oh_n * ow_n), h, w), ok, group,
+                      w, cin)
+      return (acc + common.dot(x, g, precision, trans_a=True),
+              db + jnp.sum(g, axis=0) if with_db else db)
 
     dtype = common.acc_dtype(x_ref.dtype)
     acc, db = jax.lax.fori_loop(0, chunks_per_split, body,
@@ -185,7 +192,7 @@ def conv_dw_kernel(x_ref, g_ref, dw_ref, db_ref, *, h, w, cin, cout, block_p, ch
                                  jnp.zeros((_pad(cout),), dtype)))
     # This split's partial: rows s * rows_per_split + (tap, ci), as the groups lay them out.
     common.store_tile(dw_ref, s * rows_per_split + row0, 0, acc)
-    if row0 == 0:  # Every group sums the same g; the first stores db.
+    if with_db:
       common.store_tile(db_ref, s, 0, db[None, :])
 
   row0 = 0

@@ -69,6 +69,30 @@ def _loss_and_dz(z, b_ref, labels_ref, loss_ref, correct_ref, i, m, block_m, n_c
                    softmax_minus_onehot(z, labels, cols, logsum) / m, 0.0)
 
 
+def _logits(h_ref, w_ref, m0, k0, n_k, block_m, block_k, c_pad, precision):
+  """h[rows m0.., cols k0 .. k0 + n_k * block_k] @ w[those rows] (loads past K read zeros)."""
+  def body(kk, acc):
+    kc = k0 + kk * block_k
+    h = common.load_tile(h_ref, m0, kc, block_m, block_k)
+    return acc + common.dot(h, common.load_tile(w_ref, kc, 0, block_k, c_pad), precision)
+  return lax.fori_loop(0, n_k, body, jnp.zeros((block_m, c_pad), common.acc_dtype(h_ref.dtype)))
+
+
+def _grads(h_ref, w_ref, dz, dh_ref, dw_ref, i, m0, k0, n_k, block_m, block_k, precision):
+  """For K columns k0 .. k0 + n_k * block_k: dh = dz @ w^T, and row block i's partial
+  dw = h^T @ dz at rows i * K + ... of the (row blocks * K, c_pad) partials."""
+  k, c_pad = h_ref.shape[1], dz.shape[1]
+
+  @pl.loop(0, n_k)
+  def _(kk):
+    kc = k0 + kk * block_k
+    h = common.load_tile(h_ref, m0, kc, block_m, block_k)
+    w = common.load_tile(w_ref, kc, 0, block_k, c_pad)
+    common.store_tile(dh_ref, m0, kc, common.dot(dz, w, precision, trans_b=True))
+    common.store_tile(dw_ref, i * k + kc, 0, common.dot(h, dz, precision, trans_a=True),
+                      row_ok=kc + jnp.arange(block_k) < k)
+
+
 def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_refs, n_classes,
                 block_m, block_k, precision):
   m, k = h_ref.shape
@@ -76,52 +100,29 @@ def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_re
   i = pl.program_id(0)
   m0 = i * block_m
   n_k = pl.cdiv(k, block_k)
-
-  def logits_body(kk, acc):
-    h = common.load_tile(h_ref, m0, kk * block_k, block_m, block_k)
-    return acc + common.dot(h, common.load_tile(w_ref, kk * block_k, 0, block_k, c_pad),
-                            precision)
-
-  z = lax.fori_loop(0, n_k, logits_body, jnp.zeros((block_m, c_pad), common.acc_dtype(
-      h_ref.dtype)))
+  z = _logits(h_ref, w_ref, m0, 0, n_k, block_m, block_k, c_pad, precision)
   dz = _loss_and_dz(z, b_ref, labels_ref, loss_ref, correct_ref, i, m, block_m, n_classes,
                     with_grads=bool(grad_refs))
   if not grad_refs:
     return
   dh_ref, dw_ref, db_ref = grad_refs
   common.store_tile(db_ref, i, 0, jnp.sum(dz, axis=0)[None, :])
-
-  @pl.loop(0, n_k)
-  def _(kk):
-    k0 = kk * block_k
-    h = common.load_tile(h_ref, m0, k0, block_m, block_k)
-    w = common.load_tile(w_ref, k0, 0, block_k, c_pad)
-    common.store_tile(dh_ref, m0, k0, common.dot(dz, w, precision, trans_b=True))
-    # This program's partial dw: rows i*k + k0 ... of the (programs * k, c_pad) partials.
-    common.store_tile(dw_ref, i * k + k0, 0, common.dot(h, dz, precision, trans_a=True),
-                      row_ok=k0 + jnp.arange(block_k) < k)
+  _grads(h_ref, w_ref, dz, dh_ref, dw_ref, i, m0, 0, n_k, block_m, block_k, precision)
 
 
 def logits_part_kernel(h_ref, w_ref, z_ref, *, block_m, block_k, split, m_pad, precision):
   """Split K: program (i, s) stores h[rows i, slice s] @ w[slice s] at rows s * m_pad + ..."""
   i, s = pl.program_id(0), pl.program_id(1)
-  m0, k0 = i * block_m, s * split
-
-  def body(kk, acc):
-    kc = k0 + kk * block_k  # Loads past K read zeros.
-    h = common.load_tile(h_ref, m0, kc, block_m, block_k)
-    return acc + common.dot(h, common.load_tile(w_ref, kc, 0, block_k, z_ref.shape[1]),
-                            precision)
-  z = lax.fori_loop(0, split // block_k, body, jnp.zeros((block_m, z_ref.shape[1]),
-                                                          common.acc_dtype(h_ref.dtype)))
-  common.store_tile(z_ref, s * m_pad + m0, 0, z)
+  z = _logits(h_ref, w_ref, i * block_m, s * split, split // block_k, block_m, block_k,
+              z_ref.shape[1], precision)
+  common.store_tile(z_ref, s * m_pad + i * block_m, 0, z)
 
 
 def split_grads_kernel(h_ref, w_ref, b_ref, labels_ref, z_ref, loss_ref, correct_ref, dh_ref,
                        dw_ref, db_ref, *, n_classes, block_m, block_k, split, m_pad, precision):
   """Split K: program (i, s) sums row block i's partial logits over all slices, in order, then
   stores dh and its partial dw for slice s; the slice-0 program stores loss, count and db."""
-  (m, k), c_pad = h_ref.shape, z_ref.shape[1]
+  m, c_pad = h_ref.shape[0], z_ref.shape[1]
   i, s = pl.program_id(0), pl.program_id(1)
   m0 = i * block_m
   part = lambda p: common.load_tile(z_ref, p * m_pad + m0, 0, block_m, c_pad)
@@ -133,14 +134,8 @@ def split_grads_kernel(h_ref, w_ref, b_ref, labels_ref, z_ref, loss_ref, correct
   def _():
     common.store_tile(db_ref, i, 0, jnp.sum(dz, axis=0)[None, :])
 
-  @pl.loop(0, split // block_k)
-  def _(kk):
-    k0 = s * split + kk * block_k
-    h = common.load_tile(h_ref, m0, k0, block_m, block_k)
-    w = common.load_tile(w_ref, k0, 0, block_k, c_pad)
-    common.store_tile(dh_ref, m0, k0, common.dot(dz, w, precision, trans_b=True))
-    common.store_tile(dw_ref, i * k + k0, 0, common.dot(h, dz, precision, trans_a=True),
-                      row_ok=k0 + jnp.arange(block_k) < k)
+  _grads(h_ref, w_ref, dz, dh_ref, dw_ref, i, m0, s * split, split // block_k, block_m, block_k,
+         precision)
 
 
 def choose_blocks(k: int, blocks=None) -> dict:
@@ -201,13 +196,13 @@ def dense_softmax_cross_entropy(h, w, b, labels, precision="float32", blocks=Non
   sizes.pop("split", None)  # Evaluation: the one-launch form.
   loss, correct = head_call(h, w, b, labels, with_grads=False, precision=precision,
                             interpret=interpret, **sizes)
-  return common.fixed_order_sum(loss) / loss.shape[0], jnp.sum(correct)
+  return common.fixed_order_mean(loss), jnp.sum(correct)
 
 
 def _vjp_fwd(h, w, b, labels, precision, blocks, interpret):
   loss, correct, dh, dw, db = head_call(h, w, b, labels, with_grads=True, precision=precision,
                                         interpret=interpret, **choose_blocks(h.shape[1], blocks))
-  return (common.fixed_order_sum(loss) / loss.shape[0], jnp.sum(correct)), (dh, dw, db)
+  return (common.fixed_order_mean(loss), jnp.sum(correct)), (dh, dw, db)
 
 
 def _vjp_bwd(precision, blocks, interpret, res, cotangents):

@@ -104,14 +104,14 @@ def softmax_cross_entropy(logits, labels, blocks=None, interpret=False):
   """``(mean loss, number of correct predictions)`` for integer ``labels`` in [0, C)."""
   loss, _, correct = xent_fwd(logits, labels.astype(jnp.int32), interpret=interpret,
                               **common.blocks(DEFAULT_BLOCKS, blocks))
-  return common.fixed_order_sum(loss) / loss.shape[0], jnp.sum(correct)
+  return common.fixed_order_mean(loss), jnp.sum(correct)
 
 
 def _xent_vjp_fwd(logits, labels, blocks, interpret):
   labels = labels.astype(jnp.int32)
   loss, logsum, correct = xent_fwd(logits, labels, interpret=interpret,
                                    **common.blocks(DEFAULT_BLOCKS, blocks))
-  return (common.fixed_order_sum(loss) / loss.shape[0], jnp.sum(correct)), (logits, labels, logsum)
+  return (common.fixed_order_mean(loss), jnp.sum(correct)), (logits, labels, logsum)
 
 
 def _xent_vjp_bwd(blocks, interpret, res, cotangents):
