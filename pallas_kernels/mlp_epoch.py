@@ -253,6 +253,23 @@ def _store(ref, r0, c0, value):
     common.store_tile(ref, r0, c0, value)
 
 
+def _product(plan, l, a, b, trans_a=False, trans_b=False):
+  """A product of layer l's pass, as ``common.dot``. The last layer of the mse head has one
+  real output column in a tile of 16, so its three products (the outputs a @ w, the gradient
+  g @ w^T taken down, the weights' gradient a^T g) are written as the broadcasts and sums they
+  are: a 16-wide dot of mostly zeros ran 16 times the arithmetic through shared memory. Those
+  sums are float32 at every precision."""
+  if l < plan.layers - 1 or plan.widths[-1] > 1:
+    return common.dot(a, b, plan.precision, trans_a=trans_a, trans_b=trans_b)
+  col0 = lambda t: jnp.sum(jnp.where(jnp.arange(t.shape[1])[None, :] == 0, t, 0.0), axis=1)
+  first = lambda v, n: jnp.where(jnp.arange(n)[None, :] == 0, v[:, None], 0.0)
+  if trans_b:  # g @ w^T, g and w real in column 0 only: an outer product.
+    return col0(a)[:, None] * col0(b)[None, :]
+  if trans_a:  # a^T g, g real in column 0 only.
+    return first(jnp.sum(a * col0(b)[:, None], axis=0), b.shape[1])
+  return first(jnp.sum(a * col0(b)[None, :], axis=1), b.shape[1])  # a @ w, w real in column 0.
+
+
 def _with_momentum(plan, st, io, name, r0, c0, grad):
   """The update's direction: optax's trace (v = g + momentum * v, stored), or g itself."""
   if not plan.momentum:
@@ -288,7 +305,7 @@ def forward_phase(plan, st, io, l, pid, s):
       def _():
         common.store_tile(st[f"act{l}"], 0, k0, a)
     w = common.load_tile(st[f"w{l}"], k0, w_c0 + n0, bk, bn)
-    common.store_tile(st[f"part{l}"], r0 + kt * plan.rows, n0, common.dot(a, w, plan.precision))
+    common.store_tile(st[f"part{l}"], r0 + kt * plan.rows, n0, _product(plan, l, a, w))
   _for_tiles(plan, pid, l, tile)
 
 
@@ -345,7 +362,7 @@ def _backward_tile(plan, st, io, l, kt, nt, k0, n0, g, s, w=None):
     common.store_tile(st[f"dact{l}"], nt * plan.rows, k0,
                       common.dot(g, w, plan.precision, trans_b=True))
   a = _layer_input(plan, st, io, l, k0, bk, s)
-  _update(plan, st, io, f"w{l}", k0, n0, common.dot(a, g, plan.precision, trans_a=True),
+  _update(plan, st, io, f"w{l}", k0, n0, _product(plan, l, a, g, trans_a=True),
           w=w, out_c0=out_c0 + n0 if l == plan.layers - 1 else None)
   if plan.bias and l < plan.layers - 1:
     @pl.when(kt == 0)
@@ -379,7 +396,7 @@ def top_phase(plan, st, io, pid, s):
     @pl.when(kt == 0)  # The owner of these rows of the last layer steps them.
     def _():
       _backward_tile(plan, st, io, L - 1, nt, 0, n0, 0, g, s, w=w_top)
-    g_l = jnp.where(a_top > 0, common.dot(g, w_top, plan.precision, trans_b=True), 0.0)
+    g_l = jnp.where(a_top > 0, _product(plan, L - 1, g, w_top, trans_b=True), 0.0)
     _backward_tile(plan, st, io, l, kt, nt, k0, n0, g_l, s)
   _for_tiles(plan, pid, l, tile)
 
@@ -408,15 +425,16 @@ def phases(plan: Plan):
 
 def grid_barrier(counter_ref, programs: int):
   """Wait until all ``programs`` have arrived here. ``counter_ref`` is a zeroed int32 (1,)
-  array counting arrivals over the whole launch; every program passes every barrier once."""
+  array counting arrivals over the whole launch; every program passes every barrier once.
+  Every atomic's result is used: the arrival's count sets the spin's target, and the spin
+  reads the counter with atomics (acquire-release at GPU scope) whose results end the loop.
+  With discarded results, or with the spin on plain volatile loads and no acquire after it,
+  data exchanged across the barrier were read wrong (H100, jax 0.11.2)."""
   plgpu.debug_barrier()  # This program's threads have issued their stores.
   arrived = plgpu.atomic_add(counter_ref, 0, 1)  # Release; returns the count before it.
   target = (lax.div(arrived, np.int32(programs)) + 1) * programs
-  seen = lax.while_loop(lambda v: v < target,
-                        lambda v: plgpu.load(counter_ref.at[0], volatile=True), arrived + 1)
-  # Acquire: an atomic whose result is used (an unused atomic's ordering was not kept).
   lax.while_loop(lambda v: v < target, lambda v: plgpu.atomic_add(counter_ref, 0, 0),
-                 plgpu.atomic_add(counter_ref, 0, seen * 0))
+                 arrived + 1)
   plgpu.debug_barrier()
 
 

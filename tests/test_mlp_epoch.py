@@ -21,9 +21,10 @@ def xla_steps(params, x, y, order, tx, batch, steps, model):
 
 
 # (widths, batch, optimizer, programs): batch 1 and 7, widths that no block divides, a last
-# program with fewer tiles (programs below the tile count), depth 1 to 3.
+# program with fewer tiles (programs below the tile count), depth 1 to 3; the mse head (one
+# output, whose products are broadcasts and sums) at each depth.
 CASES = [((20, 70, 10), 7, "sgd", 3), ((20, 10), 1, "sgd", 1), ((33, 40, 17, 3), 7, "momentum", 5),
-         ((8, 24, 30, 1), 6, "sgd", 3)]
+         ((8, 24, 30, 1), 6, "sgd", 3), ((12, 40, 1), 5, "momentum", 2), ((9, 1), 4, "sgd", 1)]
 
 
 @pytest.mark.parametrize("widths,batch,optimizer,programs", CASES)
