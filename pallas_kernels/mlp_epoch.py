@@ -78,6 +78,7 @@ class Plan:
   precision: str = "float32"
   scale_u8: bool = True  # uint8 inputs are scaled to [0, 1]
   num_warps: int = 4
+  input_block: int = 0  # Layer 0's block_k; 0 for the default below.
 
   @property
   def layers(self) -> int:
@@ -90,6 +91,8 @@ class Plan:
   def block_k(self, l: int) -> int:
     if l > 0:
       return HIDDEN_BLOCK
+    if self.input_block:
+      return self.input_block
     # Layer 0: as many input columns as keep a (rows, block_k) tile at 8K values.
     return max(16, min(128, 8192 // self.rows, pl.next_power_of_2(self.widths[0])))
 
@@ -121,11 +124,22 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
   if head == "mse" and widths[-1] != 1:
     raise ValueError("the mse head has one output")
   plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8)
+  # Layer 0's inputs per tile: the narrowest of 32, 64 and 128 that still gives every program
+  # one tile at most, so that more SMs share the products. Narrower (more partial sums for the
+  # next phase to add) was slower. Softmax regression on the H100: 7.9 us a step with 128
+  # (7 programs), 6.1 with 64, 5.0 with 32, 11.4 with 16 (49 programs).
+  for block in (32, 64, 128):
+    narrower = dataclasses.replace(plan, input_block=block)
+    if block <= plan.block_k(0) and narrower.tiles(0) <= max_programs:
+      plan = narrower
+      break
   programs = min(max_programs, max(plan.tiles(l) for l in range(plan.layers)))
-  # Measured on the H100 (docs/PERFORMANCE.md): with the softmax head, 4 warps a program take
-  # nearly twice as long as 8 (not profiled at 4 warps; register pressure is the likely cause);
-  # with the one-output mse head, 8 warps take 26 % longer than 4.
-  return dataclasses.replace(plan, programs=programs, num_warps=8 if head == "xent" else 4)
+  # Measured on the H100 (docs/PERFORMANCE.md): with the softmax head and a (rows, block_k)
+  # input tile of 8K values, 4 warps a program take nearly twice as long as 8 (register
+  # pressure, likely); with smaller tiles (softmax regression's 64 x 32) 4 warps are a little
+  # faster, and with the one-output mse head 8 warps take 26 % longer than 4.
+  wide = head == "xent" and plan.rows * plan.block_k(0) >= 8192
+  return dataclasses.replace(plan, programs=programs, num_warps=8 if wide else 4)
 
 
 # The state the kernel reads and writes, as one flat list of arrays in a fixed order. ----------
