@@ -28,6 +28,26 @@ def problem(model: str, n_outputs: int, batch_size: int, optimizer: str) -> str 
   return None
 
 
+# Above this many multiply-adds per program in a pass, the op kernels trained faster than the
+# epoch kernel in every case measured on the H100 (docs/PERFORMANCE.md): the MLP at batch 256
+# (about 4.0e5: 0.106 s against 0.162 s) and 512, the regression net 32-256-1024-256-1 (1.0e6).
+# Below it the epoch kernel was faster: the MLP at batch 64 and 128, 784-512-256-10 (2.9e5),
+# the regression nets 32-128-1 to 32-256-256-1.
+OPS_FASTER_ABOVE = 3.5e5
+
+
+def slower(widths, batch_size: int) -> str | None:
+  """Why the op kernels are the faster default for this network (one line), or None. Judged
+  on an H100's 132 SMs wherever it runs, so the default is the same on every machine."""
+  from pallas_kernels import mlp_epoch
+  plan = mlp_epoch.make_plan(widths, batch_size, 1, head="mse" if widths[-1] == 1 else "xent")
+  work = plan.work_per_program()
+  if work > OPS_FASTER_ABOVE:
+    return (f"at batch {batch_size} each of the epoch kernel's programs would run {work:.1e} "
+            f"multiply-adds a pass, where the op kernels were faster")
+  return None
+
+
 def _max_programs() -> int:
   """All programs must be resident at once: at most one per SM on a GPU. On the CPU the count
   changes only which program computes which tile, never a result."""

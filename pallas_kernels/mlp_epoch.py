@@ -110,6 +110,11 @@ class Plan:
   def tiles(self, l: int) -> int:
     return self.k_tiles(l) * self.n_tiles(l)
 
+  def work_per_program(self) -> float:
+    """Multiply-adds of one pass (the forward products) per program, padding included."""
+    return sum(self.tiles(l) * self.rows * self.block_k(l) * self.block_n(l)
+               for l in range(self.layers)) / self.programs
+
 
 def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
               precision="float32", scale_u8=True, max_programs=132) -> Plan:
