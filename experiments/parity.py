@@ -37,12 +37,17 @@ def compare(cfg_ref: config.Config, cfg_new: config.Config, log=print) -> dict:
     r = rows[-1]
     log(f"{e + 1:5d} {loss_ref:10.6f} {loss_new:10.6f} {r['free_rel']:9.1e} {loss_lock:10.6f} "
         f"{r['lock_rel']:9.1e}")
-  acc_ref, acc_new = ref.evaluate()["accuracy"], new.evaluate()["accuracy"]
+  # Classifiers: test accuracy; the regression net: its final training MSE (as the benchmark).
+  metric, split = ("test_accuracy", "test") if cfg_ref.model != "regression" else ("final_mse",
+                                                                                  "train")
+  key = "accuracy" if split == "test" else "loss"
+  got = {cfg_ref.impl: ref.evaluate(split)[key], cfg_new.impl: new.evaluate(split)[key]}
+  show = (lambda v: f"{100 * v:.2f}%") if key == "accuracy" else (lambda v: f"{v:.6f}")
   worst = max(r["lock_rel"] for r in rows)
-  log(f"test accuracy {cfg_ref.impl} {100 * acc_ref:.2f}%, {cfg_new.impl} {100 * acc_new:.2f}% "
-      f"(free-running); worst lockstep epoch-loss difference {worst:.1e}")
-  return {"ref": cfg_ref.impl, "new": cfg_new.impl, "epochs": rows,
-          "test_accuracy": {cfg_ref.impl: acc_ref, cfg_new.impl: acc_new},
+  log(f"{metric.replace('_', ' ')} {cfg_ref.impl} {show(got[cfg_ref.impl])}, {cfg_new.impl} "
+      f"{show(got[cfg_new.impl])} (free-running); worst lockstep epoch-loss difference "
+      f"{worst:.1e}")
+  return {"ref": cfg_ref.impl, "new": cfg_new.impl, "epochs": rows, metric: got,
           "worst_lockstep_rel": worst, **runner.device_info(cfg_new.impl)}
 
 

@@ -112,6 +112,17 @@ def test_parity_lockstep_xla_pallas(real_data_dir, tmp_path):
   assert all(e["lockstep"] > 0 for e in r["epochs"])
 
 
+def test_parity_of_the_regression_net(tmp_path):
+  """The regression net has no accuracy: parity reports its final training MSE instead."""
+  out = tmp_path / "parity.json"
+  p = run_cli("--model=regression", "--dataset=small", "--impls=xla,numpy", "--epochs=2",
+              "--hidden=16", f"--out={out}", script="experiments.parity")
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert "final mse xla" in p.stdout
+  r = json.loads(out.read_text())
+  assert set(r["final_mse"]) == {"xla", "numpy"} and r["worst_lockstep_rel"] < 1e-5
+
+
 def test_parity_lockstep_carries_the_optimizer_state(real_data_dir, tmp_path):
   """The cnn trains with momentum by default: lockstep hands over the velocities too, here from
   xla to the hand-written NumPy optimizer, so the second epoch agrees as closely as the first."""
