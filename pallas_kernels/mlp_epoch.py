@@ -40,9 +40,10 @@ Two forms of the same phase code:
                     spin barrier would never open there.
 
 The barrier (``grid_barrier``) uses the results of its atomics: the arrival's returned count
-sets the spin's target, and the acquire is an atomic whose result feeds a loop condition.
-Written with discarded atomic results, data exchanged across it was read wrong (H100, jax
-0.11.2); ``experiments.check_kernels`` stress-tests it on the device.
+sets the spin's target, and the spin reads the counter with atomics whose results end the loop.
+Written with discarded atomic results, or spinning on volatile loads with no acquire after,
+data exchanged across it was read wrong (H100, jax 0.11.2); ``experiments.check_kernels``
+stress-tests it on the device.
 """
 
 from __future__ import annotations
