@@ -38,11 +38,11 @@ def compare(cfg_ref: config.Config, cfg_new: config.Config, log=print) -> dict:
     log(f"{e + 1:5d} {loss_ref:10.6f} {loss_new:10.6f} {r['free_rel']:9.1e} {loss_lock:10.6f} "
         f"{r['lock_rel']:9.1e}")
   # Classifiers: test accuracy; the regression net: its final training MSE (as the benchmark).
-  metric, split = ("test_accuracy", "test") if cfg_ref.model != "regression" else ("final_mse",
-                                                                                  "train")
-  key = "accuracy" if split == "test" else "loss"
+  if cfg_ref.model == "regression":
+    metric, split, key, show = "final_mse", "train", "loss", lambda v: f"{v:.6f}"
+  else:
+    metric, split, key, show = "test_accuracy", "test", "accuracy", lambda v: f"{100 * v:.2f}%"
   got = {cfg_ref.impl: ref.evaluate(split)[key], cfg_new.impl: new.evaluate(split)[key]}
-  show = (lambda v: f"{100 * v:.2f}%") if key == "accuracy" else (lambda v: f"{v:.6f}")
   worst = max(r["lock_rel"] for r in rows)
   log(f"{metric.replace('_', ' ')} {cfg_ref.impl} {show(got[cfg_ref.impl])}, {cfg_new.impl} "
       f"{show(got[cfg_new.impl])} (free-running); worst lockstep epoch-loss difference "

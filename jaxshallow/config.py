@@ -163,8 +163,8 @@ def _fusion(cfg: Config) -> str:
   wanted = cfg.fusion or ("epoch" if cfg.model in fused_epoch.MODELS else "ops")
   if wanted == "ops":
     return "ops"
-  why = fused_epoch.problem(cfg.model, 1 if cfg.model == "regression" else 10, cfg.batch_size,
-                            cfg.optimizer)
+  widths = _widths(cfg)
+  why = fused_epoch.problem(cfg.model, widths[-1], cfg.batch_size, cfg.optimizer)
   if why is None and cfg.dispatch != "scan":
     why = f"--dispatch={cfg.dispatch} runs one step per call"
   if why is None and cfg.data_parallel:
@@ -176,7 +176,7 @@ def _fusion(cfg: Config) -> str:
         "--fusion=epoch cannot train this (%s): using the op kernels (--fusion=ops)", why)
     return "ops"
   if cfg.fusion is None:  # The default: the faster of the two, as measured.
-    why = fused_epoch.slower(_widths(cfg), cfg.batch_size)
+    why = fused_epoch.slower(widths, cfg.batch_size)
     if why:
       logging.getLogger("jaxshallow").warning(
           "using the op kernels (--fusion=ops): %s (--fusion=epoch to use it anyway)", why)
@@ -185,8 +185,10 @@ def _fusion(cfg: Config) -> str:
 
 
 def _widths(cfg: Config) -> tuple[int, ...]:
-  """The MLP family's layer widths: 28 x 28 images and 10 classes, or the regression's 32
-  inputs and one output."""
+  """The MLP family's layer widths before the data are loaded (``trainers.layer_sizes`` reads
+  them from the data): 28 x 28 images and 10 classes, or the synthetic regression's inputs and
+  one output."""
+  from jaxshallow import synthetic
   if cfg.model == "regression":
-    return (32, *cfg.hidden, 1)
-  return (784, *cfg.hidden, 10)
+    return (synthetic.DIM, *cfg.hidden, 1)
+  return (28 * 28, *cfg.hidden, 10)

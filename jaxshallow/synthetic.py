@@ -7,10 +7,11 @@ import numpy as np
 from jaxshallow.data import Dataset
 
 SIZES = {"small": 256, "medium": 2560, "large": 25600}
+DIM = 32  # Inputs per example.
 N_TEST = 2560
 
 
-def make_regression(n: int, rng: np.random.Generator, dim: int = 32, noise: float = 0.1):
+def make_regression(n: int, rng: np.random.Generator, dim: int = DIM, noise: float = 0.1):
   """``n`` inputs uniform in [-1, 1]^dim and targets sum(x^2) + N(0, noise^2), float32."""
   x = rng.uniform(-1.0, 1.0, (n, dim))
   y = np.sum(x * x, axis=1) + noise * rng.standard_normal(n)
