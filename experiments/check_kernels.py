@@ -18,13 +18,15 @@ import functools
 from jaxshallow import fused_epoch, mlp, models, train
 from jaxshallow import numpy_cnn
 from pallas_kernels import (common, conv, dense, dense_xent, max_pool, mlp_epoch, mse,
-                            softmax_xent)
+                            population_step, softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
-_ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv", "epoch", "barrier"],
+_ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv", "epoch", "barrier",
+                                   "population"],
                           "Which groups: dense, xent, head (the fused output layer), conv (with "
                           "max-pool and MSE), epoch (the whole-epoch kernel), barrier (its grid "
-                          "barrier under stress; GPU only).")
+                          "barrier under stress; GPU only), population (the population step "
+                          "kernels).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
 
 # Relative Frobenius-norm error allowed against float64, per precision mode.
@@ -232,6 +234,44 @@ def barrier_cases(rng, interpret):
              f"wrong={int(bad.sum())}"), "float32", float(bad.sum())
 
 
+def population_cases(rng, interpret):
+  """One step of the population step kernels, vmapped over members as a population runs them,
+  against the float64 plain-jnp twin: new weights, the next batch's activations, row losses."""
+  ps = population_step
+  for members, b, k, n, c in [(4, 64, 784, 256, 10), (3, 5, 50, 37, 3), (2, 128, 100, 70, 10)]:
+    weights = [rng.standard_normal((members, k, n)) / np.sqrt(k),
+               0.1 * rng.standard_normal((members, n)),
+               rng.standard_normal((members, n, c)) / np.sqrt(n),
+               0.1 * rng.standard_normal((members, c))]
+    weights = [w.astype(np.float32) for w in weights]
+    x, x_next = rng.integers(0, 256, (2, members, b, k)).astype(np.uint8)
+    y = rng.integers(0, c, (members, b)).astype(np.int32)
+    lr = rng.uniform(0.05, 0.5, members).astype(np.float32)
+    with jax.enable_x64(True):
+      ref = jax.vmap(ps.step_reference)(*(jnp.asarray(w, jnp.float64) for w in weights), x, y,
+                                        jnp.asarray(lr, jnp.float64), x_next)
+      ref = [np.asarray(r) for r in ref]
+    for precision in TOLERANCE:
+      kw = dict(precision=precision, interpret=interpret)
+
+      def step(w0, b0, w1, b1, x, y, lr, x_next):
+        _, h = ps.update_forward(w0, x, None, x, b0, update=False, **kw)
+        gs, b0, w1, b1, rows, correct = ps.head_update(h, y, b0, w1, b1, lr, **kw)
+        w0, h_next = ps.update_forward(w0, x, gs, x_next, b0, **kw)
+        return w0, b0, w1, b1, h_next, rows, correct
+
+      got = jax.jit(jax.vmap(step))(*weights, x, y, lr, x_next)
+      errs = [rel_err(g, r) for g, r in zip(got[:6], ref[:6])]
+      if precision == "bfloat16":
+        # h_next: sums over 784 bf16-rounded products that largely cancel (measured 1e-2 to
+        # 2.4e-2 on CPU); it is checked in float32 and TF32.
+        del errs[4]
+      err = max(errs)
+      if precision == "float32" and not np.array_equal(got[6], ref[6]):
+        err = np.inf
+      yield f"population step m={members} b={b} k={k} n={n} c={c}", precision, err
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -242,7 +282,7 @@ def main(argv):
         f"{'interpret mode' if interpret else 'compiled kernels'}")
   failures, count = 0, 0
   groups = {"dense": dense_cases, "xent": xent_cases, "head": head_cases, "conv": conv_cases,
-            "epoch": epoch_cases, "barrier": barrier_cases}
+            "epoch": epoch_cases, "barrier": barrier_cases, "population": population_cases}
   unknown = set(_ONLY.value) - set(groups)
   if unknown:
     sys.exit(f"error: unknown --only group(s) {', '.join(sorted(unknown))}")

@@ -1,0 +1,77 @@
+"""The population step kernels (pallas_kernels.population_step) against their plain-jnp twin in
+float64, and how a population picks them."""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxshallow import config, population as pop, population_run
+from pallas_kernels import population_step as ps
+
+
+def _draw(rng, b, k, n, c, uint8):
+  f = jnp.float64
+  normal = lambda *shape: jnp.asarray(rng.normal(size=shape) * 0.3, f)
+  if uint8:
+    images = [jnp.asarray(rng.integers(0, 256, (b, k)), jnp.uint8) for _ in range(2)]
+  else:
+    images = [normal(b, k) for _ in range(2)]
+  return (normal(k, n), normal(n), normal(n, c), normal(c), *images,
+          jnp.asarray(rng.integers(0, c, b), jnp.int32))
+
+
+# Sizes that are not multiples of the blocks (16 rows of K, 32 columns of N, 16 of the head's K).
+@pytest.mark.parametrize("b,k,n,c,uint8", [(5, 50, 37, 3, True), (17, 33, 70, 10, False),
+                                           (1, 20, 16, 2, True), (64, 100, 33, 10, True)])
+def test_one_step_matches_reference_float64(b, k, n, c, uint8):
+  with jax.enable_x64(True):
+    w0, b0, w1, b1, x, x_next, y = _draw(np.random.default_rng(), b, k, n, c, uint8)
+    lr = 0.37
+    want = ps.step_reference(w0, b0, w1, b1, x, y, lr, x_next)
+    fwd = dict(block_k=16, block_n=32, interpret=True)
+    w0_same, h = ps.update_forward(w0, x, None, x, b0, update=False, **fwd)
+    gs, nb0, nw1, nb1, rows, correct = ps.head_update(h, y, b0, w1, b1, lr, block_k=16,
+                                                      interpret=True)
+    nw0, h_next = ps.update_forward(w0, x, gs, x_next, nb0, **fwd)
+    assert np.array_equal(w0_same, w0)
+    for got, ref in zip((nw0, nb0, nw1, nb1, h_next, rows), want[:6]):
+      assert got.dtype == jnp.float64
+      np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(correct, want[6])
+
+
+def test_step_fusion_refuses_what_it_cannot_train():
+  with jax.enable_x64(True):
+    init = lambda key: [{"w": jnp.zeros((4, 3))}, {"w": jnp.zeros((3, 2))}]
+    params = pop.init_params(init, [0, 1])
+    state = pop.init_opt_state("sgd", params)
+    x, y = jnp.zeros((8, 4)), jnp.zeros((8,), jnp.int32)
+    orders = pop.epoch_orders([0, 1], 0, 8)
+    with pytest.raises(ValueError, match="it takes layers with biases"):
+      pop.train_epoch(params, state, x, y, orders, jnp.ones(2), optimizer="sgd", momentum=0.9,
+                      batch_size=4, impl="pallas", fusion="step")
+
+
+@pytest.mark.parametrize("over,fusion,notice", [
+    ({}, "step", None),
+    ({"fusion": "ops"}, "ops", None),
+    ({"fusion": "epoch"}, "step", None),
+    ({"optimizer": "momentum", "lr": 0.1}, "ops", "plain SGD"),
+    ({"hidden": (64, 32)}, "ops", "one hidden layer"),
+    ({"batch_size": 256}, "ops", "batches up to 128"),
+    ({"blocks": "16,16,64"}, "ops", "--blocks"),
+])
+def test_a_pallas_population_picks_the_step_kernels_where_they_fit(over, fusion, notice, caplog):
+  cfg = config.Config(impl="pallas", model="mlp", **over)
+  with caplog.at_level(logging.WARNING, logger="jaxshallow"):
+    got = population_run._population_cfg(cfg)
+  assert got.fusion == fusion
+  said = " ".join(r.getMessage() for r in caplog.records)
+  assert (notice in said) if notice else ("population" not in said)
+
+
+def test_xla_population_has_no_fusion():
+  assert population_run._population_cfg(config.Config(impl="xla")).fusion is None
