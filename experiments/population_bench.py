@@ -19,8 +19,9 @@ from experiments import config_flags
 from jaxshallow import config, data, population_run, runner
 
 _SIZES = flags.DEFINE_list("sizes", ["1", "8", "64", "512"], "Population sizes.")
-_IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Impls (pallas: the op kernels under "
-                           "vmap; its single-network row uses the epoch kernel).")
+_IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Impls: xla, pallas (the population "
+                           "step kernels where they fit; its single-network row uses the epoch "
+                           "kernel), pallas-ops (the op kernels under vmap).")
 _COUNTS = flags.DEFINE_list("device_counts", ["1"], "Device counts to spread over (those over "
                             "the available devices are skipped, with a note).")
 _DP_BATCH = flags.DEFINE_integer("dp_batch", 8192, "Batch of the data-parallel rows (0: none).")
@@ -30,7 +31,8 @@ _PLOT = flags.DEFINE_string("plot", None, "Draw networks/s against population si
 
 def population_rows(base, sizes, counts, log):
   rows = []
-  for impl in _IMPLS.value:
+  for name in _IMPLS.value:
+    impl, fusion = {"pallas-ops": ("pallas", "ops")}.get(name, (name, None))
     single = runner.run(dataclasses.replace(base, impl=impl, fusion=None), log=lambda s: None)
     single_s = statistics.median(single["epoch_time_s"])
     rows.append(dict(kind="single", impl=impl, fusion=single.get("fusion"), devices=1,
@@ -39,8 +41,7 @@ def population_rows(base, sizes, counts, log):
     log(rows[-1])
     for d in counts:
       for n in sizes:
-        cfg = dataclasses.replace(base, impl=impl, devices=d,
-                                  fusion="ops" if impl == "pallas" else None)
+        cfg = dataclasses.replace(base, impl=impl, devices=d, fusion=fusion)
         r = population_run.run(cfg, list(range(n)), [base.lr], log=lambda s: None)
         epoch_s = statistics.median(r["epoch_time_s"])
         acc = [m["test_accuracy"] for m in r["members"] if not m["diverged"]]
@@ -80,11 +81,12 @@ def plot(rows, path):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   fig, ax = plt.subplots(figsize=(6, 4))
-  keys = sorted({(r["impl"], r["devices"]) for r in rows if r["kind"] == "population"})
-  for impl, d in keys:
+  key = lambda r: (r["impl"], r.get("fusion") or "", r["devices"])
+  for impl, fusion, d in sorted({key(r) for r in rows if r["kind"] == "population"}):
     pts = sorted((r["members"], r["networks_per_s"]) for r in rows
-                 if r["kind"] == "population" and (r["impl"], r["devices"]) == (impl, d))
-    ax.plot(*zip(*pts), marker="o", label=f"{impl}, {d} device(s)")
+                 if r["kind"] == "population" and key(r) == (impl, fusion, d))
+    name = f"{impl} ({fusion})" if fusion else impl
+    ax.plot(*zip(*pts), marker="o", label=f"{name}, {d} device(s)")
   ax.set_xscale("log")
   ax.set_yscale("log")
   ax.set_xlabel("population size (networks trained at once)")

@@ -3,8 +3,9 @@
   python -m experiments.sweep --model=cnn --dataset=fashion --lrs=0.02,0.05,0.1 --seeds=0-4
   python -m experiments.sweep --seeds=0-15 --lrs=0.1,0.2,0.5 --devices=2 --out=sweep.json
 
-Every (seed, lr) is one member of a population trained in one compiled program (xla, or the
-Pallas op kernels under vmap), spread over the devices by member; --population_chunk limits how
+Every (seed, lr) is one member of a population trained in one compiled program (xla; for pallas
+the population step kernels where they fit, else the op kernels under vmap), spread over the
+devices by member; --population_chunk limits how
 many train at once. --impl=numpy trains them one after another.
 
 Classifiers are scored on a holdout of the last --holdout training images (trained on the rest),

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from jaxshallow import models, placement, population as pop
-from jaxshallow.config import Config, ConfigError, resolve
+from jaxshallow.config import Config, ConfigError, _widths, resolve
 from jaxshallow.runner import device_info, load_data
 from jaxshallow.trainers import init_params
 
@@ -32,27 +32,40 @@ def members(seeds, lrs) -> list[tuple[int, float]]:
 
 
 def _population_cfg(cfg: Config) -> Config:
-  """``cfg`` as the population trains it: the op kernels for pallas (the epoch kernel trains
-  one network per launch), and nothing numpy can do."""
+  """``cfg`` as the population trains it. pallas: the population step kernels
+  (``fusion="step"``, see ``jaxshallow.population``) where they fit, else the op kernels under
+  vmap (the epoch kernel trains one network per launch); ``--fusion=ops`` asks for the op
+  kernels. Nothing numpy can do."""
   if cfg.impl == "numpy":
     raise ConfigError("a population needs --impl=xla or pallas (the numpy reference trains one "
                       "network at a time)")
+  asked = cfg.fusion
+  # The op kernels for resolve: the epoch kernel's own checks and notices do not apply here.
+  cfg = resolve(dataclasses.replace(cfg, fusion="ops")
+                if cfg.impl == "pallas" and asked in (None, "epoch", "ops") else cfg)
   if cfg.data_parallel:
     raise ConfigError("a population spreads its members over the devices; --data_parallel "
                       "splits the batch of one network")
   if cfg.dispatch != "scan":
     raise ConfigError("a population trains each epoch as one compiled program (--dispatch=scan)")
-  if cfg.impl == "pallas" and cfg.fusion == "epoch":
+  if cfg.impl != "pallas" or asked == "ops":
+    return cfg
+  widths = _widths(cfg)
+  why = ("--blocks sets the op kernels' block sizes" if cfg.blocks is not None else
+         pop.step_kernels_misfit(models.BY_NAME[cfg.model], len(widths) - 1, cfg.optimizer,
+                                 cfg.batch_size, widths[-1], has_bias=bool(cfg.bias)))
+  if why:
     logging.getLogger("jaxshallow").warning(
-        "a population runs the Pallas op kernels under vmap (--fusion=ops): the epoch kernel "
-        "trains one network per launch")
-  return dataclasses.replace(cfg, fusion="ops" if cfg.impl == "pallas" else cfg.fusion)
+        "a population of this network runs the Pallas op kernels under vmap (the population "
+        "step kernels need what is missing here: %s)", why)
+    return cfg
+  return dataclasses.replace(cfg, fusion="step")
 
 
 def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] = print) -> dict:
   """Train every (seed, lr) of the grid; ``cfg.devices`` (0: all) share each chunk of ``chunk``
   members (0: the whole grid at once). Returns the result dict that ``--out`` writes."""
-  cfg = _population_cfg(resolve(cfg))
+  cfg = _population_cfg(cfg)
   grid = members(seeds, lrs)
   the_mesh = placement.mesh(placement.pick_devices(cfg.devices), pop.AXIS)
   n_dev = the_mesh.size
@@ -93,7 +106,8 @@ def _train_chunk(cfg, ds, data, grid, the_mesh, static, label, log):
   n = len(ds.train_labels)
   orders = [placement.shard(pop.epoch_orders(seeds, e, n), the_mesh)
             for e in range(cfg.epochs)]
-  kw = dict(optimizer=cfg.optimizer, momentum=cfg.momentum, batch_size=cfg.batch_size, **static)
+  kw = dict(optimizer=cfg.optimizer, momentum=cfg.momentum, batch_size=cfg.batch_size,
+            fusion=cfg.fusion or "ops", **static)
   t0 = time.perf_counter()
   fn = pop.train_epoch.lower(params, opt_state, *data["train"], orders[0], lrs, **kw).compile()
   compile_s = time.perf_counter() - t0

@@ -32,10 +32,12 @@ def _problem(rng, n, dtype):
   return x, y
 
 
-@pytest.mark.parametrize("impl,optimizer", [("xla", "sgd"), ("xla", "momentum"),
-                                            ("xla", "adam"), ("pallas", "momentum")])
-def test_members_follow_their_single_runs_float64(impl, optimizer):
-  """Each member (own seed: init and batch order; own lr) trains as it would alone."""
+@pytest.mark.parametrize("impl,optimizer,fusion", [
+    ("xla", "sgd", "ops"), ("xla", "momentum", "ops"), ("xla", "adam", "ops"),
+    ("pallas", "momentum", "ops"), ("pallas", "sgd", "step")])
+def test_members_follow_their_single_runs_float64(impl, optimizer, fusion):
+  """Each member (own seed: init and batch order; own lr) trains as it would alone; with
+  fusion="step", through the population step kernels, as the op kernels train it alone."""
   seeds, lrs = [3, 5, 8], [0.05, 0.2, 0.1]
   with jax.enable_x64(True):
     x, y = _problem(np.random.default_rng(), 70, np.float64)
@@ -45,7 +47,7 @@ def test_members_follow_their_single_runs_float64(impl, optimizer):
     orders = pop.epoch_orders(seeds, 0, len(y))
     got_p, _, got_m = pop.train_epoch(params, state, x, y, orders, jnp.asarray(lrs),
                                       optimizer=optimizer, momentum=0.9, batch_size=16,
-                                      impl=impl)
+                                      impl=impl, fusion=fusion)
     for i, (seed, lr) in enumerate(zip(seeds, lrs)):
       tx = train.make_optimizer(optimizer, lr)
       p = init(jax.random.key(seed))
