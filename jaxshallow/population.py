@@ -75,6 +75,8 @@ def _step_kernel_epoch(params, images, labels, order, lr, *, batch_size: int, pr
   update, then the hidden layer's update fused with the next batch's forward. Same metrics
   as ``train._epoch``."""
   from pallas_kernels import common, population_step as ps
+  train.check_inputs(params, images, labels, models.MLP, names=("images", "labels"))
+  images = images.reshape(images.shape[0], -1)  # (n, 28, 28) images as rows of pixels.
   steps = order.shape[0] // batch_size
   batches = order[:steps * batch_size].reshape(steps, batch_size)
   nexts = jnp.roll(batches, -1, axis=0)  # The last step's forward (of step 0's batch) is unused.

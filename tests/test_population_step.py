@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow import config, population as pop, population_run
+from jaxshallow import config, mlp, population as pop, population_run
 from pallas_kernels import population_step as ps
 
 
@@ -41,6 +41,27 @@ def test_one_step_matches_reference_float64(b, k, n, c, uint8):
       assert got.dtype == jnp.float64
       np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
     assert np.array_equal(correct, want[6])
+
+
+def test_step_kernels_train_image_shaped_uint8_data_as_xla_does():
+  """(n, H, W) uint8 images, as MNIST loads: the step kernels flatten and scale them as the
+  model does (the xla population is the reference: the op kernels keep uint8 pixels float32)."""
+  rng = np.random.default_rng()
+  images = jnp.asarray(rng.integers(0, 256, (40, 4, 5)), jnp.uint8)
+  labels = jnp.asarray(rng.integers(0, 3, 40), jnp.int32)
+  with jax.enable_x64(True):
+    init = lambda key: mlp.init_mlp(key, (20, 9, 3), dtype=jnp.float64)
+    params = pop.init_params(init, [0, 1])
+    state = pop.init_opt_state("sgd", params)
+    orders = pop.epoch_orders([0, 1], 0, 40)
+    kw = dict(optimizer="sgd", momentum=0.9, batch_size=8)
+    want = pop._epoch(params, state, images, labels, orders, jnp.asarray([0.1, 0.3]),
+                      impl="xla", **kw)
+    got = pop._epoch(params, state, images, labels, orders, jnp.asarray([0.1, 0.3]),
+                     impl="pallas", fusion="step", **kw)
+    for a, b in zip(jax.tree.leaves(got[0]) + [got[2]["loss"]],
+                    jax.tree.leaves(want[0]) + [want[2]["loss"]]):
+      np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_step_fusion_refuses_what_it_cannot_train():
