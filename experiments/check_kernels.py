@@ -255,7 +255,7 @@ def population_cases(rng, interpret):
       kw = dict(precision=precision, interpret=interpret)
 
       def step(w0, b0, w1, b1, x, y, lr, x_next):
-        _, h = ps.update_forward(w0, x, None, x, b0, update=False, **kw)
+        _, h = ps.update_forward(w0, None, None, x, b0, **kw)
         gs, b0, w1, b1, rows, correct = ps.head_update(h, y, b0, w1, b1, lr, **kw)
         w0, h_next = ps.update_forward(w0, x, gs, x_next, b0, **kw)
         return w0, b0, w1, b1, h_next, rows, correct

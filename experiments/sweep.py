@@ -5,8 +5,8 @@
 
 Every (seed, lr) is one member of a population trained in one compiled program (xla; for pallas
 the population step kernels where they fit, else the op kernels under vmap), spread over the
-devices by member; --population_chunk limits how
-many train at once. --impl=numpy trains them one after another.
+devices by member; --population_chunk limits how many train at once. --impl=numpy trains them one
+after another.
 
 Classifiers are scored on a holdout of the last --holdout training images (trained on the rest),
 not on the test set, so that a default chosen here is not fitted to the test set. A member whose

@@ -83,7 +83,7 @@ def _step_kernel_epoch(params, images, labels, order, lr, *, batch_size: int, pr
   kw = dict(precision=precision, interpret=common.interpret_default())
   (l0, l1), x = params, images[batches[0]]
   fwd = functools.partial(ps.update_forward, **kw, **ps.DEFAULT_BLOCKS)
-  w0, h = fwd(l0["w"], x, None, x, l0["b"], update=False)
+  w0, h = fwd(l0["w"], None, None, x, l0["b"])
 
   def body(carry, idx):
     w0, b0, w1, b1, h, x = carry

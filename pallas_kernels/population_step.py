@@ -127,16 +127,18 @@ def _block_b(b: int) -> int:
   return max(16, pl.next_power_of_2(b))
 
 
-def update_forward(w, x, gs, x_next, b, *, update=True, precision="float32", block_k=16,
-                   block_n=64, num_warps=4, num_stages=1, interpret=False):
-  """``w + pixels(x)^T gs`` (just ``w`` if not ``update``) and ``relu(pixels(x_next) @ that +
-  b)``. ``x``, ``x_next``: (B, K) images; ``gs``: (B, N), the step's -lr * dloss/dpre."""
+def update_forward(w, x, gs, x_next, b, *, precision="float32", block_k=16, block_n=64,
+                   num_warps=4, num_stages=1, interpret=False):
+  """``w + pixels(x)^T gs`` and ``relu(pixels(x_next) @ that + b)``. ``x``, ``x_next``: (B, K)
+  images; ``gs``: (B, N), the step's -lr * dloss/dpre. With ``x`` and ``gs`` None, no update:
+  ``w`` and the forward of ``x_next`` (an epoch's first batch)."""
   (k, n), bsz = w.shape, x_next.shape[0]
+  update = gs is not None
   kernel = functools.partial(update_forward_kernel, update=update, block_b=_block_b(bsz),
                              block_k=block_k, block_n=block_n, precision=precision)
   out_shape = (jax.ShapeDtypeStruct((k, n), w.dtype), jax.ShapeDtypeStruct((bsz, n), w.dtype))
-  if gs is None:
-    gs = jnp.zeros((bsz, n), w.dtype)
+  if not update:  # Placeholders the kernel does not read.
+    x, gs = x_next, jnp.zeros((bsz, n), w.dtype)
   return pl.pallas_call(
       kernel, out_shape=out_shape, grid=(pl.cdiv(n, block_n),),
       compiler_params=common.compiler_params(num_warps, num_stages),

@@ -32,7 +32,7 @@ def test_one_step_matches_reference_float64(b, k, n, c, uint8):
     lr = 0.37
     want = ps.step_reference(w0, b0, w1, b1, x, y, lr, x_next)
     fwd = dict(block_k=16, block_n=32, interpret=True)
-    w0_same, h = ps.update_forward(w0, x, None, x, b0, update=False, **fwd)
+    w0_same, h = ps.update_forward(w0, None, None, x, b0, **fwd)
     gs, nb0, nw1, nb1, rows, correct = ps.head_update(h, y, b0, w1, b1, lr, block_k=16,
                                                       interpret=True)
     nw0, h_next = ps.update_forward(w0, x, gs, x_next, nb0, **fwd)
