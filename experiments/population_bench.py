@@ -19,9 +19,10 @@ from experiments import config_flags
 from jaxshallow import config, data, population_run, runner
 
 _SIZES = flags.DEFINE_list("sizes", ["1", "8", "64", "512"], "Population sizes.")
-_IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Impls: xla, pallas (the population "
-                           "step kernels where they fit; its single-network row uses the epoch "
-                           "kernel), pallas-ops (the op kernels under vmap).")
+_IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Impls: xla, pallas (its default: the "
+                           "population step kernels where they fit, from 32 members a device; "
+                           "its single-network row uses the epoch kernel), pallas-step (the step "
+                           "kernels at every size), pallas-ops (the op kernels under vmap).")
 _COUNTS = flags.DEFINE_list("device_counts", ["1"], "Device counts to spread over (those over "
                             "the available devices are skipped, with a note).")
 _DP_BATCH = flags.DEFINE_integer("dp_batch", 8192, "Batch of the data-parallel rows (0: none).")
@@ -32,7 +33,8 @@ _PLOT = flags.DEFINE_string("plot", None, "Draw networks/s against population si
 def population_rows(base, sizes, counts, log):
   rows = []
   for name in _IMPLS.value:
-    impl, fusion = {"pallas-ops": ("pallas", "ops")}.get(name, (name, None))
+    impl, fusion = {"pallas-ops": ("pallas", "ops"),
+                    "pallas-step": ("pallas", "epoch")}.get(name, (name, None))
     single = runner.run(dataclasses.replace(base, impl=impl, fusion=None), log=lambda s: None)
     single_s = statistics.median(single["epoch_time_s"])
     rows.append(dict(kind="single", impl=impl, fusion=single.get("fusion"), devices=1,

@@ -17,7 +17,9 @@ from jaxshallow.config import ConfigError
 def pick_devices(count: int = 0) -> list:
   """The first ``count`` devices of every process (0: all); ConfigError if there are fewer."""
   devices = jax.devices()
-  if not 0 <= count <= len(devices):
+  if count < 0:
+    raise ConfigError(f"--devices must be at least 0 (0: all), got {count}")
+  if count > len(devices):
     raise ConfigError(f"--devices={count}, but there are {len(devices)} devices")
   return devices[:count or len(devices)]
 

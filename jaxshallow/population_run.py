@@ -31,11 +31,19 @@ def members(seeds, lrs) -> list[tuple[int, float]]:
   return [(int(s), float(lr)) for lr in lrs for s in seeds]
 
 
-def _population_cfg(cfg: Config) -> Config:
-  """``cfg`` as the population trains it. pallas: the population step kernels
-  (``fusion="step"``, see ``jaxshallow.population``) where they fit, else the op kernels under
-  vmap (the epoch kernel trains one network per launch); ``--fusion=ops`` asks for the op
-  kernels. Nothing numpy can do."""
+# Below this many members a device the op kernels under vmap are faster than the step kernels,
+# whose programs each own a column block of one member's W0 and so leave most SMs idle (H100,
+# 784-256-10, batch 64: 83 against 116 ms an epoch at 16 members, 150 against 134 at 32;
+# docs/PERFORMANCE.md).
+STEP_KERNELS_FROM = 32
+
+
+def _population_cfg(cfg: Config, per_device: int = STEP_KERNELS_FROM) -> Config:
+  """``cfg`` as the population trains it, ``per_device`` members a device at a time. pallas: the
+  population step kernels (``fusion="step"``, see ``jaxshallow.population``) where they fit and
+  from ``STEP_KERNELS_FROM`` members a device, else the op kernels under vmap (the epoch kernel
+  trains one network per launch); ``--fusion=ops`` asks for the op kernels, ``--fusion=epoch``
+  for the step kernels at any size. Nothing numpy can do."""
   if cfg.impl == "numpy":
     raise ConfigError("a population needs --impl=xla or pallas (the numpy reference trains one "
                       "network at a time)")
@@ -54,10 +62,15 @@ def _population_cfg(cfg: Config) -> Config:
   why = ("--blocks sets the op kernels' block sizes" if cfg.blocks is not None else
          pop.step_kernels_misfit(models.BY_NAME[cfg.model], len(widths) - 1, cfg.optimizer,
                                  cfg.batch_size, widths[-1], has_bias=bool(cfg.bias)))
+  log = logging.getLogger("jaxshallow")
   if why:
-    logging.getLogger("jaxshallow").warning(
-        "a population of this network runs the Pallas op kernels under vmap (the population "
-        "step kernels need what is missing here: %s)", why)
+    log.warning("a population of this network runs the Pallas op kernels under vmap (the "
+                "population step kernels need what is missing here: %s)", why)
+    return cfg
+  if asked is None and per_device < STEP_KERNELS_FROM:
+    log.warning("%d members a device run the Pallas op kernels under vmap, faster than the "
+                "population step kernels below %d (--fusion=epoch to use them anyway)",
+                per_device, STEP_KERNELS_FROM)
     return cfg
   return dataclasses.replace(cfg, fusion="step")
 
@@ -65,12 +78,12 @@ def _population_cfg(cfg: Config) -> Config:
 def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] = print) -> dict:
   """Train every (seed, lr) of the grid; ``cfg.devices`` (0: all) share each chunk of ``chunk``
   members (0: the whole grid at once). Returns the result dict that ``--out`` writes."""
-  cfg = _population_cfg(cfg)
   grid = members(seeds, lrs)
   the_mesh = placement.mesh(placement.pick_devices(cfg.devices), pop.AXIS)
   n_dev = the_mesh.size
   chunk = chunk or len(grid)
   chunk = -(-chunk // n_dev) * n_dev  # Whole members per device.
+  cfg = _population_cfg(cfg, per_device=-(-min(chunk, len(grid)) // n_dev))
   ds = load_data(cfg)
   model = models.BY_NAME[cfg.model]
   static = dict(impl=cfg.impl, precision=cfg.precision, model=model, blocks=cfg.blocks)
