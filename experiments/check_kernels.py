@@ -17,14 +17,14 @@ import functools
 
 from jaxshallow import fused_epoch, mlp, models, train
 from jaxshallow import numpy_cnn
-from pallas_kernels import (common, conv, dense, dense_xent, max_pool, mlp_epoch, mse,
-                            population_step, softmax_xent)
+from pallas_kernels import (common, conv, conv_pool, dense, dense_xent, max_pool, mlp_epoch,
+                            mse, population_step, softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
 _ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv", "epoch", "barrier",
                                    "population"],
                           "Which groups: dense, xent, head (the fused output layer), conv (with "
-                          "max-pool and MSE), epoch (the whole-epoch kernel), barrier (its grid "
+                          "max-pool, the fused conv+pool and MSE), epoch (the whole-epoch kernel), barrier (its grid "
                           "barrier under stress; GPU only), population (the population step "
                           "kernels).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
@@ -123,6 +123,36 @@ def head_cases(rng, interpret):
       yield f"dense+softmax_xent m={m} k={k} n={n}", precision, err
 
 
+CONV_POOL_SHAPES = [(64, 26, 16, 32), (3, 26, 16, 32), (3, 11, 5, 7), (256, 26, 16, 32),
+                    (2, 9, 1, 16)]
+
+
+def conv_pool_error(rng, n, h, cin, cout, precision, interpret):
+  """The fused conv+ReLU+pool's output and gradients against float64. The backward follows the
+  kernel's own choice of window position (as the conv's ReLU mask does for conv+relu): where two
+  positions are within rounding of each other the reduced precisions may choose either."""
+  x = rng.standard_normal((n, h, h, cin), np.float32)
+  w = (rng.standard_normal((3, 3, cin, cout)) / np.sqrt(9 * cin)).astype(np.float32)
+  b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+  p = (h - 2) // 2
+  dy = rng.standard_normal((n, p, p, cout), np.float32)
+  op = lambda x, w, b: conv_pool.conv_relu_pool(x, w, b, precision, None, interpret)
+  y, grads = jax.jit(lambda *a: (op(*a[:3]), jax.vjp(op, *a[:3])[1](a[3])))(x, w, b, dy)
+  fwd, bwd = conv_pool._config(precision, None)
+  arg = np.asarray(conv_pool.conv_relu_pool_fwd(x, w, b, precision=precision, wide=bwd["wide"],
+                                                interpret=interpret, **fwd)[1])
+  arg = arg.reshape(n, p, p, cout)
+  x64, w64, b64 = (a.astype(np.float64) for a in (x, w, b))
+  z64, cols = numpy_cnn.conv_relu(x64, w64, b64)
+  y64, _ = numpy_cnn.max_pool(z64.reshape(n, h - 2, h - 2, cout))
+  g = np.zeros(z64.shape, np.float64).reshape(n, h - 2, h - 2, cout)
+  for k in range(4):  # The pooled gradient at the kernel's chosen positions (-1: none).
+    g[:, k // 2:2 * p:2, k % 2:2 * p:2, :] = np.where(arg == k, dy, 0.0)
+  ref = numpy_cnn.conv_relu_backward(g.reshape(z64.shape), np.ones(z64.shape), cols, w64,
+                                     x.shape)
+  return max(rel_err(y, y64.reshape(y.shape)), *(rel_err(a, r) for a, r in zip(grads, ref)))
+
+
 def conv_cases(rng, interpret):
   """conv+ReLU and max-pool, forward and gradients, against the NumPy im2col reference."""
   for n, h, cin, cout in CONV_SHAPES:
@@ -142,6 +172,10 @@ def conv_cases(rng, interpret):
         err = max(rel_err(y, y64.reshape(y.shape)), *(rel_err(g, r) for g, r in zip(grads, ref)))
         name = "x".join(str(v) for _, v in blocks) if blocks else "default"
         yield f"conv+relu n={n} h={h} cin={cin} cout={cout} blocks={name}", precision, err
+  for n, h, cin, cout in CONV_POOL_SHAPES:
+    for precision in TOLERANCE:
+      yield (f"conv+relu+pool n={n} h={h} cin={cin} cout={cout}", precision,
+             conv_pool_error(rng, n, h, cin, cout, precision, interpret))
   for n, h, c in [(1, 24, 32), (64, 24, 32), (3, 7, 5), (256, 24, 32)]:
     x = rng.standard_normal((n, h, h, c), np.float32)
     dy = rng.standard_normal((n, h // 2, h // 2, c), np.float32)

@@ -34,7 +34,7 @@ def cnn_features(params, x, ops: ops_lib.Ops | None = None):
     x = x[..., None]
   conv1, conv2, _ = params
   x = ops.conv_relu(x, conv1["w"], conv1["b"])
-  x = ops.max_pool(ops.conv_relu(x, conv2["w"], conv2["b"]))
+  x = ops.conv_relu_pool(x, conv2["w"], conv2["b"])
   return x.reshape(x.shape[0], -1)
 
 

@@ -1,7 +1,7 @@
 """The small set of ops every model is written against, one implementation per ``impl``.
 
-Models call ``ops.dense``, ``ops.conv_relu``, ``ops.max_pool``, ``ops.softmax_cross_entropy`` and
-``ops.mse``, never jnp products directly, so the Pallas kernels slot in without touching model
+Models call ``ops.dense``, ``ops.conv_relu``, ``ops.max_pool``, ``ops.conv_relu_pool``,
+``ops.softmax_cross_entropy`` and ``ops.mse``, never jnp products directly, so the Pallas kernels slot in without touching model
 code. Images are NHWC, convolution weights HWIO.
 
 Precision modes, for the matrix products and convolutions only (everything else stays float32):
@@ -33,6 +33,9 @@ class Ops(NamedTuple):
   # (h, w, b, int labels) -> softmax_cross_entropy(dense(h, w, b), labels): a classifier's whole
   # output layer with its loss, which the Pallas impl runs as one fused kernel.
   dense_softmax_cross_entropy: Callable
+  # (x NHWC, w HWIO, b) -> max_pool(conv_relu(x, w, b)), which the Pallas impl runs as one kernel
+  # (the convolution's output never reaches memory).
+  conv_relu_pool: Callable
 
 
 def _product_args(precision: str, *operands):
@@ -69,6 +72,10 @@ def max_pool(x):
   return lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
 
+def conv_relu_pool(x, w, b, *, precision: str = "float32"):
+  return max_pool(conv_relu(x, w, b, precision=precision))
+
+
 def softmax_cross_entropy(logits, labels):
   """Mean of ``logsumexp(z) - z[label]`` (max-shifted, so finite for logits of any size) and the
   number of rows whose argmax is the label."""
@@ -93,7 +100,8 @@ def get_ops(impl: str = "xla", precision: str = "float32", blocks: str | None = 
   if impl == "xla":
     return Ops(functools.partial(dense, precision=precision), softmax_cross_entropy,
                functools.partial(conv_relu, precision=precision), max_pool, mse,
-               functools.partial(dense_softmax_cross_entropy, precision=precision))
+               functools.partial(dense_softmax_cross_entropy, precision=precision),
+               functools.partial(conv_relu_pool, precision=precision))
   if impl == "pallas":
     return pallas_ops(precision, blocks=blocks)
   raise ValueError(f"no JAX ops for impl {impl!r}; choose xla or pallas (numpy has its own module)")
@@ -104,8 +112,8 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
   """The ops of ``pallas_kernels``; ``interpret=None`` compiles on GPUs and interprets
   elsewhere. ``blocks`` sets the dense kernels' block sizes (``pallas_kernels.parse_blocks``)."""
   # Imported here: Pallas is needed only by this impl.
-  from pallas_kernels import (autotune, common, conv, dense as dense_k, dense_xent, max_pool as
-                              pool_k, mse as mse_k, parse_blocks, softmax_xent)
+  from pallas_kernels import (autotune, common, conv, conv_pool, dense as dense_k, dense_xent,
+                              max_pool as pool_k, mse as mse_k, parse_blocks, softmax_xent)
   if interpret is None:
     interpret = common.interpret_default()
   fixed = parse_blocks(blocks)
@@ -128,4 +136,6 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
              conv_relu=lambda x, w, b: conv.conv_relu(x, w, b, precision, None, interpret),
              max_pool=lambda x: pool_k.max_pool(x, None, interpret),
              mse=lambda pred, target: mse_k.mse(pred, target, None, interpret),
-             dense_softmax_cross_entropy=head_op)
+             dense_softmax_cross_entropy=head_op,
+             conv_relu_pool=lambda x, w, b: conv_pool.conv_relu_pool(x, w, b, precision, None,
+                                                                     interpret))

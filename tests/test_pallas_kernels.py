@@ -147,7 +147,7 @@ def test_softmax_xent_huge_logits():
 # Convolution, max-pool and MSE -----------------------------------------------------------------
 
 from jaxshallow import ops  # noqa: E402
-from pallas_kernels import conv, max_pool, mse  # noqa: E402
+from pallas_kernels import conv, conv_pool, max_pool, mse  # noqa: E402
 
 CONV_SHAPES = [(1, 28, 1, 16), (3, 26, 16, 32), (64, 12, 16, 32), (3, 9, 5, 7), (1, 6, 3, 1)]
 CONV_BLOCKS = [None, (("block_p", 32), ("splits", 4)), (("wide", True),)]
@@ -202,6 +202,38 @@ def test_relu_gradient_at_zero_is_zero_in_every_impl():
   for f in (ops.dense, lambda *a, relu: dense_lib.dense(*a, relu, "float32", None, True)):
     g = jax.grad(lambda b: f(x2, w2, b, relu=True).sum())(np.zeros(4, np.float32))
     assert np.all(np.asarray(g) == 0)
+
+
+@pytest.mark.parametrize("n,h,cin,cout,blocks", [
+    (2, 14, 16, 32, None), (3, 9, 5, 7, None), (1, 8, 1, 16, None), (2, 11, 3, 1, None),
+    (3, 9, 5, 7, (("block_q", 16), ("num_warps", 2))), (2, 11, 3, 1, (("wide", True),))])
+def test_conv_relu_pool_forward_and_grads(n, h, cin, cout, blocks):
+  """The fused conv + ReLU + pool against max_pool(conv_relu) in float64; odd conv outputs (9x9
+  from 11x11) drop their last row and column, as the pool does."""
+  rng = np.random.default_rng()
+  x = rng.standard_normal((n, h, h, cin), np.float32)
+  w = (rng.standard_normal((3, 3, cin, cout)) / np.sqrt(9 * cin)).astype(np.float32)
+  b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+  dy = rng.standard_normal((n, (h - 2) // 2, (h - 2) // 2, cout)).astype(np.float32)
+  y, vjp = jax.vjp(lambda *a: conv_pool.conv_relu_pool(*a, "float32", blocks, True), x, w, b)
+  y64, grads64 = reference_vjp(conv_pool.conv_relu_pool_reference, [x, w, b], dy)
+  assert rel_err(y, y64) < TOL
+  for g, g64 in zip(vjp(jnp.asarray(dy)), grads64):
+    assert rel_err(g, g64) < TOL
+
+
+def test_conv_relu_pool_ties_and_relu_kink_match_xla():
+  """Windows whose four values tie (blank patches: exactly 0 after ReLU, or equal positives)
+  send the gradient where XLA's max_pool(conv_relu) sends it."""
+  x = np.zeros((1, 6, 6, 1), np.float32)
+  x[0, :, 3:, 0] = 1.0  # Right half constant: equal positive outputs in whole windows.
+  w = np.ones((3, 3, 1, 2), np.float32)
+  b = np.array([0.0, -100.0], np.float32)  # Channel 1 never positive.
+  dy = np.arange(1, 9, dtype=np.float32).reshape(1, 2, 2, 2)
+  got = jax.vjp(lambda *a: conv_pool.conv_relu_pool(*a, "float32", None, True), x, w, b)[1](dy)
+  want = jax.vjp(lambda *a: ops.max_pool(ops.conv_relu(*a)), x, w, b)[1](dy)
+  for g, g_want in zip(got, want):
+    np.testing.assert_allclose(g, g_want, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("n,h,c", [(1, 24, 32), (3, 7, 5), (64, 24, 32), (2, 6, 1)])
