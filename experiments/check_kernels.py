@@ -24,9 +24,9 @@ _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: 
 _ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv", "epoch", "barrier",
                                    "population"],
                           "Which groups: dense, xent, head (the fused output layer), conv (with "
-                          "max-pool, the fused conv+pool and MSE), epoch (the whole-epoch kernel), barrier (its grid "
-                          "barrier under stress; GPU only), population (the population step "
-                          "kernels).")
+                          "max-pool, the fused conv+pool and MSE), epoch (the whole-epoch "
+                          "kernel), barrier (its grid barrier under stress; GPU only), "
+                          "population (the population step kernels).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
 
 # Relative Frobenius-norm error allowed against float64, per precision mode.
@@ -145,9 +145,9 @@ def conv_pool_error(rng, n, h, cin, cout, precision, interpret):
   x64, w64, b64 = (a.astype(np.float64) for a in (x, w, b))
   z64, cols = numpy_cnn.conv_relu(x64, w64, b64)
   y64, _ = numpy_cnn.max_pool(z64.reshape(n, h - 2, h - 2, cout))
-  g = np.zeros(z64.shape, np.float64).reshape(n, h - 2, h - 2, cout)
-  for k in range(4):  # The pooled gradient at the kernel's chosen positions (-1: none).
-    g[:, k // 2:2 * p:2, k % 2:2 * p:2, :] = np.where(arg == k, dy, 0.0)
+  # The pooled gradient at the kernel's chosen positions; none where it chose -1.
+  chosen = np.where(arg >= 0, dy.astype(np.float64), 0.0)
+  g = numpy_cnn.max_pool_backward(chosen, np.maximum(arg, 0), (n, h - 2, h - 2, cout))
   ref = numpy_cnn.conv_relu_backward(g.reshape(z64.shape), np.ones(z64.shape), cols, w64,
                                      x.shape)
   return max(rel_err(y, y64.reshape(y.shape)), *(rel_err(a, r) for a, r in zip(grads, ref)))

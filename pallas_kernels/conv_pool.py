@@ -32,8 +32,8 @@ from pallas_kernels import common, conv, max_pool
 # Pooled pixels per program and warps of the forward kernel, for float32 (a tile per tap) and
 # the tensor-core precisions (wide tiles). Swept on the H100 at the CNN's conv2 (batch 64): 16.2
 # us float32 (32: 16.8, 64: 31.9), 12.4 us tf32 (16: 14.7, 32: 24.3), against 19.6 and 12.9 for
-# conv_fwd + max_pool_fwd. ``blocks`` overrides: block_q and num_warps here, the rest as
-# ``conv.config`` (the backward's dw and dx kernels).
+# conv_fwd + max_pool_fwd. ``blocks`` overrides: block_q here, num_warps here and in the
+# backward's dw and dx kernels, the rest as ``conv.config``.
 DEFAULT_BLOCKS = {False: dict(block_q=16, num_warps=4), True: dict(block_q=64, num_warps=4)}
 
 

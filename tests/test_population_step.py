@@ -76,20 +76,19 @@ def test_step_fusion_refuses_what_it_cannot_train():
                       batch_size=4, impl="pallas", fusion="step")
 
 
-@pytest.mark.parametrize("over,fusion,notice", [
-    ({}, "step", None),
-    ({"fusion": "ops"}, "ops", None),
-    ({"fusion": "epoch"}, "step", None),
-    ({"_per_device": 16}, "ops", "faster than the population step kernels below 32"),
-    ({"_per_device": 16, "fusion": "epoch"}, "step", None),
-    ({"optimizer": "momentum", "lr": 0.1}, "ops", "plain SGD"),
-    ({"hidden": (64, 32)}, "ops", "one hidden layer"),
-    ({"batch_size": 256}, "ops", "batches up to 128"),
-    ({"blocks": "16,16,64"}, "ops", "--blocks"),
+@pytest.mark.parametrize("over,per_device,fusion,notice", [
+    ({}, 64, "step", None),
+    ({"fusion": "ops"}, 64, "ops", None),
+    ({"fusion": "epoch"}, 64, "step", None),
+    ({}, 16, "ops", "faster than the population step kernels below 32"),
+    ({"fusion": "epoch"}, 16, "step", None),
+    ({"optimizer": "momentum", "lr": 0.1}, 64, "ops", "plain SGD"),
+    ({"hidden": (64, 32)}, 64, "ops", "one hidden layer"),
+    ({"batch_size": 256}, 64, "ops", "batches up to 128"),
+    ({"blocks": "16,16,64"}, 64, "ops", "--blocks"),
 ])
-def test_a_pallas_population_picks_the_step_kernels_where_they_fit(over, fusion, notice, caplog):
-  over = dict(over)
-  per_device = over.pop("_per_device", 64)
+def test_a_pallas_population_picks_the_step_kernels_where_they_fit(over, per_device, fusion,
+                                                                   notice, caplog):
   cfg = config.Config(impl="pallas", model="mlp", **over)
   with caplog.at_level(logging.WARNING, logger="jaxshallow"):
     got = population_run._population_cfg(cfg, per_device)
