@@ -68,10 +68,10 @@ def conv_relu_pool_kernel(x_ref, w_ref, b_ref, y_ref, arg_ref, *, h, w, cin, cou
   common.store_tile(arg_ref, row0, 0, jnp.where(best > 0, arg, -1), row_ok=ok)
 
 
-def _config(precision, blocks):
+def _config(precision, blocks, cin=None):
   """(forward's block_q and num_warps, ``conv.config`` for the backward kernels)."""
   over = dict(blocks or ())
-  bwd = conv.config(precision, [(k, v) for k, v in over.items() if k != "block_q"])
+  bwd = conv.config(precision, [(k, v) for k, v in over.items() if k != "block_q"], cin)
   fwd = dict(DEFAULT_BLOCKS[bwd["wide"]])
   fwd.update({k: over[k] for k in ("block_q", "num_warps") if k in over})
   return fwd, bwd
@@ -111,7 +111,7 @@ def _vjp_fwd(x, w, b, precision, blocks, interpret):
 
 def _vjp_bwd(precision, blocks, interpret, res, dy):
   x, w, arg = res
-  _, cfg = _config(precision, blocks)
+  _, cfg = _config(precision, blocks, cin=x.shape[-1])
   (n, h, wd, _), cout = x.shape, w.shape[-1]
   # The pooled gradient at the chosen positions (-1: none) is the conv's pre-activation gradient.
   g = max_pool.pool_bwd(dy, arg, (n, h - 2, wd - 2, cout), interpret=interpret,
