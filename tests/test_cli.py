@@ -155,7 +155,7 @@ def test_regression_three_impls(tmp_path):
   results = {}
   for impl in ("numpy", "xla", "pallas"):
     out = tmp_path / f"{impl}.json"
-    p = run_cli(f"--impl={impl}", "--size=medium", "--epochs=3", "--hidden=64,32",
+    p = run_cli(f"--impl={impl}", "--size=medium", "--epochs=2", "--hidden=64,32",
                 f"--out={out}", script="experiments.regression")
     assert p.returncode == 0, p.stderr
     results[impl] = json.loads(out.read_text())
