@@ -15,8 +15,8 @@ Padding is masked, so any channel count works.
   forward  a program owns ``block_p`` output pixels of one image and all output channels:
            y = relu(sum over tiles of x_cols @ w_rows + b), one store
   dx       a program owns ``block_p`` input pixels: the gradient g = dy * [y > 0] (one XLA
-           elementwise op before it, dropped where x needs no gradient) of the output pixels each tap maps them to, as columns,
-           times the matching weights transposed
+           elementwise op before it, dropped where x needs no gradient) of the output pixels
+           each tap maps them to, as columns, times the matching weights transposed
   dw       a program owns one tile of columns and a share (a split) of all output pixels; per
            block of them it loads dy and y (contiguous rows), takes g = dy * [y > 0], and adds
            x_cols^T @ g to its partial tile; the partials (and db) are added up after it, in a
