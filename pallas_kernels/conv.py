@@ -3,11 +3,13 @@
 An implicit GEMM: the nine taps' shifted input windows are gathered straight into registers as
 the columns of tiles, never materialised as im2col in memory. Column layout (``_groups``), with
 c channels padded to c_p (a power of two, at least 16):
-  float32       a tile per tap (c_p columns). Triton's float32 product runs on the FMA units and
-                holds a thread's share of the whole inner dimension in registers: at 128
-                columns it spilled (H100: conv2 forward 348 us against 22 at 16).
-  tf32, bf16    taps 0-7 as one tile of 8 * c_p columns, tap 8 as another: tensor-core products
-                want a long inner dimension.
+  by default    a tile per tap (c_p columns), its offsets splats so that Triton loads a row's
+                channels as vectors (but in float32 dx, see there). Triton's float32 product runs on the FMA units and holds a
+                thread's share of the whole inner dimension in registers: at 128 columns it
+                spilled (H100: conv2 forward 348 us against 22 at 16).
+  wide          (an override) taps 0-7 as one tile of 8 * c_p columns, tap 8 as another. Meant
+                for the tensor cores' long inner dimension, but their loads are scalar: H100,
+                tf32, conv2's dx 23.5 us at its best blocks against 12.0 per tap.
   one channel   (grey images, any precision) all nine taps as the columns of one 16-wide tile:
                 one product instead of nine that were 15/16 padding.
 Padding is masked, so any channel count works.
@@ -36,25 +38,28 @@ from jax.experimental.pallas import triton as plgpu
 
 from pallas_kernels import common
 
-# Pixels per program, warps and (dw) splits of all output pixels, per kernel, for float32 (a
-# tile per tap) and the tensor-core precisions (wide tiles). Measured on the H100 at the CNN's
-# conv2 (docs/PERFORMANCE.md). ``blocks`` overrides: block_p, num_warps (all three kernels),
-# splits, wide.
+# Pixels per program, warps and (dw) splits of all output pixels, per kernel, for float32 (FMA
+# units) and the tensor-core precisions. Swept on the H100 at the CNN's conv2 (docs/
+# PERFORMANCE.md). ``blocks`` overrides: block_p, num_warps (all three kernels), splits, wide.
 DEFAULT_BLOCKS = {
-    False: dict(fwd_p=32, fwd_warps=4, dx_p=32, dx_warps=4, dw_p=32, dw_warps=4, splits=128),
-    True: dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=64, dw_warps=8, splits=64),
+    "float32": dict(fwd_p=32, fwd_warps=4, dx_p=32, dx_warps=4, dw_p=32, dw_warps=4, splits=128),
+    "tensor": dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=64, dw_warps=4, splits=128),
 }
 # dw of a one-channel input (the CNN's conv1: one 16-column tile of the nine taps) wants longer
 # blocks: 5.3 us against 11.6 float32, 4.3 against 10.3 tf32 (H100, batch 64, 28x28 -> 16).
 ONE_CHANNEL_DW = dict(dw_p=128, dw_warps=4, splits=128)
 
 
+def units(precision):
+  """The DEFAULT_BLOCKS key: the units that run ``precision``'s products."""
+  return "float32" if precision == "float32" else "tensor"
+
+
 def config(precision, blocks=None, cin=None) -> dict:
   """The block sizes for ``precision`` and ``cin`` input channels, with ``blocks`` (name, value)
   overrides."""
   over = dict(blocks or ())
-  wide = over.pop("wide", precision != "float32")
-  cfg = dict(DEFAULT_BLOCKS[wide], wide=wide)
+  cfg = dict(DEFAULT_BLOCKS[units(precision)], wide=over.pop("wide", False))
   if cin == 1:
     cfg.update(ONE_CHANNEL_DW)
   for kernel in ("fwd", "dx", "dw"):
@@ -88,15 +93,15 @@ def _groups(c, wide):
   return [(t, 1, _pad(c), _pad(c)) for t in range(9)]
 
 
-def _columns(group, c):
+def _columns(group, c, vector=True):
   """Per column of a group's tile: its tap's row and column offsets (di, dj), its channel, and
   whether it is a real (tap, channel) column rather than padding."""
   t0, taps, per_tap, width = group
   j = jnp.arange(width)
-  if taps == 1:
+  if taps == 1 and vector:
     # Offsets as splats: Triton then sees that a row's columns are contiguous and loads them
-    # four floats at a time; derived from j // per_tap it did not (scalar loads: in the PTX of
-    # the float32 dx kernel, 108 loads a program, against 27 vector loads now).
+    # four floats at a time; derived from j // per_tap it did not (scalar loads). H100: tf32 dx
+    # 24.7 -> 12.0 us, float32 dw 30.7 -> 26.0; but float32 dx 36 -> 123 (see conv_dx_kernel).
     splat = lambda v: jnp.full((width,), v, jnp.int32)
     return splat(t0 // 3), splat(t0 % 3), j, j < c
   t, ch = t0 + j // per_tap, j % per_tap
@@ -120,10 +125,10 @@ def _weight_rows(w_ref, group, cin, cout):
                     other=0.0)
 
 
-def _weight_rows_t(w_ref, group, cin, cout):
+def _weight_rows_t(w_ref, group, cin, cout, vector):
   """For dx, with columns over the cout channels of the taps: (width, cin_p), row (tap, co) =
   w[tap * cin + ci, co] over ci."""
-  di, dj, co, ok = _columns(group, cout)
+  di, dj, co, ok = _columns(group, cout, vector)
   ci = jnp.arange(_pad(cin))
   mask = ok[:, None] & (ci < cin)[None, :]
   rows = jnp.where(mask, (3 * di + dj)[:, None] * cin + ci[None, :], 0)
@@ -167,12 +172,15 @@ def conv_dx_kernel(g_ref, w_ref, dx_ref, *, h, w, cin, cout, block_p, precision,
   ok = p < h * w
   ih, iw = p // w, p % w
   acc = jnp.zeros((block_p, _pad(cin)), common.acc_dtype(g_ref.dtype))
+  # Vector loads of g made the float32 product (FMA units) 3.4x slower here (H100, conv2: 123
+  # against 36 us, at every block size tried); the tensor-core products 2x faster.
+  vector = precision != "float32"
   for group in _groups(cout, wide):
-    di, dj, co, col_ok = _columns(group, cout)
+    di, dj, co, col_ok = _columns(group, cout, vector)
     oh, ow = ih[:, None] - di[None, :], iw[:, None] - dj[None, :]  # The output pixel of a tap.
     tap_ok = ok[:, None] & (oh >= 0) & (oh < oh_n) & (ow >= 0) & (ow < ow_n)
     g = _tap_tile(g_ref, b * oh_n * ow_n + oh * ow_n + ow, tap_ok, co, col_ok)
-    acc += common.dot(g, _weight_rows_t(w_ref, group, cin, cout), precision)
+    acc += common.dot(g, _weight_rows_t(w_ref, group, cin, cout, vector), precision)
   common.store_tile(dx_ref, b * h * w + pl.program_id(1) * block_p, 0, acc, row_ok=ok)
 
 

@@ -29,12 +29,13 @@ from jax.experimental.pallas import triton as plgpu
 
 from pallas_kernels import common, conv, max_pool
 
-# Pooled pixels per program and warps of the forward kernel, for float32 (a tile per tap) and
-# the tensor-core precisions (wide tiles). Swept on the H100 at the CNN's conv2 (batch 64): 16.2
-# us float32 (32: 16.8, 64: 31.9), 12.4 us tf32 (16: 14.7, 32: 24.3), against 19.6 and 12.9 for
-# conv_fwd + max_pool_fwd. ``blocks`` overrides: block_q here, num_warps here and in the
-# backward's dw and dx kernels, the rest as ``conv.config``.
-DEFAULT_BLOCKS = {False: dict(block_q=16, num_warps=4), True: dict(block_q=64, num_warps=4)}
+# Pooled pixels per program and warps of the forward kernel, for float32 and the tensor-core
+# precisions (``conv.units``). Swept on the H100 at the CNN's conv2 (batch 64, a tile per tap):
+# 15.6 us float32 (32: 16.5, 64: 28.8), 11.3 us tf32 (16: 12.0, 32: 13.1). ``blocks`` overrides:
+# block_q here, num_warps here and in the backward's dw and dx kernels, the rest as
+# ``conv.config``.
+DEFAULT_BLOCKS = {"float32": dict(block_q=16, num_warps=4),
+                  "tensor": dict(block_q=64, num_warps=4)}
 
 
 def conv_relu_pool_reference(x, w, b):
@@ -72,7 +73,7 @@ def _config(precision, blocks, cin=None):
   """(forward's block_q and num_warps, ``conv.config`` for the backward kernels)."""
   over = dict(blocks or ())
   bwd = conv.config(precision, [(k, v) for k, v in over.items() if k != "block_q"], cin)
-  fwd = dict(DEFAULT_BLOCKS[bwd["wide"]])
+  fwd = dict(DEFAULT_BLOCKS[conv.units(precision)])
   fwd.update({k: over[k] for k in ("block_q", "num_warps") if k in over})
   return fwd, bwd
 
