@@ -155,7 +155,7 @@ WIDE = (("wide", True),)
 # (batch 64 is test_conv_batch64_mnist_shape). Interpret mode runs each program in turn, so the
 # list is kept short: CI runs it on two jax versions.
 CONV_CASES = [(1, 28, 1, 16, None), (1, 28, 1, 16, SMALL_BLOCKS), (3, 26, 16, 32, None),
-              (3, 9, 5, 7, None), (3, 9, 5, 7, SMALL_BLOCKS), (3, 9, 5, 7, WIDE),
+              (3, 9, 5, 20, None), (3, 9, 5, 7, SMALL_BLOCKS), (3, 9, 5, 7, WIDE),
               (1, 6, 3, 1, None), (1, 6, 3, 1, WIDE)]
 
 
