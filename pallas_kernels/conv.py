@@ -4,9 +4,10 @@ An implicit GEMM: the nine taps' shifted input windows are gathered straight int
 the columns of tiles, never materialised as im2col in memory. Column layout (``_groups``), with
 c channels padded to c_p (a power of two, at least 16):
   by default    a tile per tap (c_p columns), its offsets splats so that Triton loads a row's
-                channels as vectors (but in float32 dx, see there). Triton's float32 product runs on the FMA units and holds a
-                thread's share of the whole inner dimension in registers: at 128 columns it
-                spilled (H100: conv2 forward 348 us against 22 at 16).
+                channels as vectors (but in float32 dx, see there). Triton's float32 product
+                runs on the FMA units and holds a thread's share of the whole inner dimension in
+                registers: at 128 columns it spilled (H100: conv2 forward 348 us against 22 at
+                16).
   wide          (an override) taps 0-7 as one tile of 8 * c_p columns, tap 8 as another. Meant
                 for the tensor cores' long inner dimension, but their loads are scalar: H100,
                 tf32, conv2's dx 23.5 us at its best blocks against 12.0 per tap.
