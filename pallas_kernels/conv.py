@@ -101,8 +101,9 @@ def _columns(group, c, vector=True):
   j = jnp.arange(width)
   if taps == 1 and vector:
     # Offsets as splats: Triton then sees that a row's columns are contiguous and loads them
-    # four floats at a time; derived from j // per_tap it did not (scalar loads). H100: tf32 dx
-    # 24.7 -> 12.0 us, float32 dw 30.7 -> 26.0; but float32 dx 36 -> 123 (see conv_dx_kernel).
+    # four floats at a time; derived from j // per_tap it did not (scalar loads). H100, in the
+    # CNN step: tf32 dx 24.7 -> 11.2 us, float32 dw 30.7 -> 26.0; but float32 dx 35.8 -> 123.4
+    # (see conv_dx_kernel).
     splat = lambda v: jnp.full((width,), v, jnp.int32)
     return splat(t0 // 3), splat(t0 % 3), j, j < c
   t, ch = t0 + j // per_tap, j % per_tap
@@ -175,7 +176,7 @@ def conv_dx_kernel(g_ref, w_ref, dx_ref, *, h, w, cin, cout, block_p, precision,
   acc = jnp.zeros((block_p, _pad(cin)), common.acc_dtype(g_ref.dtype))
   # Vector loads of g made the float32 product (FMA units) 3.4x slower here (H100, conv2: 123
   # against 36 us, at every block size tried); the tensor-core products 2x faster.
-  vector = precision != "float32"
+  vector = units(precision) == "tensor"
   for group in _groups(cout, wide):
     di, dj, co, col_ok = _columns(group, cout, vector)
     oh, ow = ih[:, None] - di[None, :], iw[:, None] - dj[None, :]  # The output pixel of a tap.
