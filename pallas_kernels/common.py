@@ -12,11 +12,14 @@ import numpy as np
 from jax import lax
 from jax.experimental.pallas import triton as plgpu
 
-_PRECISION = {"float32": lax.Precision.HIGHEST, "tf32": lax.Precision.DEFAULT}
+# "float32x3": three TF32 tensor-core products per product (operands split into a TF32 part and
+# its TF32 remainder), float32 accuracy; GPU only (XLA's CPU dot rejects it).
+_PRECISION = {"float32": lax.Precision.HIGHEST, "tf32": lax.Precision.DEFAULT,
+              "float32x3": lax.DotAlgorithmPreset.TF32_TF32_F32_X3}
 
 
 def dot(a, b, precision: str, trans_a: bool = False, trans_b: bool = False):
-  """A tile product accumulated in float32: IEEE float32, TF32 or bfloat16 operands."""
+  """A tile product accumulated in float32: IEEE float32, TF32, 3xTF32 or bfloat16 operands."""
   if precision == "bfloat16":
     return plgpu.dot(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), trans_a, trans_b)
   return plgpu.dot(a, b, trans_a, trans_b, precision=_PRECISION[precision])

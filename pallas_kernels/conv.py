@@ -4,7 +4,7 @@ An implicit GEMM: the nine taps' shifted input windows are gathered straight int
 the columns of tiles, never materialised as im2col in memory. Column layout (``_groups``), with
 c channels padded to c_p (a power of two, at least 16):
   by default    a tile per tap (c_p columns), its offsets splats so that Triton loads a row's
-                channels as vectors (but in float32 dx, see there). Triton's float32 product
+                channels as vectors (but in FMA dx, see there). Triton's float32 product
                 runs on the FMA units and holds a thread's share of the whole inner dimension in
                 registers: at 128 columns it spilled (H100: conv2 forward 348 us against 22 at
                 16).
@@ -19,7 +19,8 @@ Padding is masked, so any channel count works.
            y = relu(sum over tiles of x_cols @ w_rows + b), one store
   dx       a program owns ``block_p`` input pixels: the gradient g = dy * [y > 0] (one XLA
            elementwise op before it, dropped where x needs no gradient) of the output pixels
-           each tap maps them to, as columns, times the matching weights transposed
+           each tap maps them to, as columns, times the matching weights transposed (float32:
+           3xTF32 on the GPU, see FLOAT32_DX)
   dw       a program owns one tile of columns and a share (a split) of all output pixels; per
            block of them it loads dy and y (contiguous rows), takes g = dy * [y > 0], and adds
            x_cols^T @ g to its partial tile; the partials (and db) are added up after it, in a
@@ -40,15 +41,24 @@ from jax.experimental.pallas import triton as plgpu
 from pallas_kernels import common
 
 # Pixels per program, warps and (dw) splits of all output pixels, per kernel, for float32 (FMA
-# units) and the tensor-core precisions. Swept on the H100 at the CNN's conv2 (docs/
-# PERFORMANCE.md). ``blocks`` overrides: block_p, num_warps (all three kernels), splits, wide.
+# units; dx 3xTF32, see FLOAT32_DX) and the tensor-core precisions. Swept on the H100 at the
+# CNN's conv2 (docs/PERFORMANCE.md). ``blocks`` overrides: block_p, num_warps (all three
+# kernels), splits, wide.
 DEFAULT_BLOCKS = {
-    "float32": dict(fwd_p=32, fwd_warps=4, dx_p=32, dx_warps=4, dw_p=32, dw_warps=4, splits=128),
+    "float32": dict(fwd_p=32, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=32, dw_warps=4, splits=128),
     "tensor": dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=64, dw_warps=4, splits=128),
 }
 # dw of a one-channel input (the CNN's conv1: one 16-column tile of the nine taps) wants longer
 # blocks: 5.3 us against 11.6 float32, 4.3 against 10.3 tf32 (H100, batch 64, 28x28 -> 16).
 ONE_CHANNEL_DW = dict(dw_p=128, dw_warps=4, splits=128)
+
+
+# float32 dx takes its products as 3xTF32 ("float32x3", tensor cores) on the GPU: as accurate
+# as the FMA units' float32 and faster where the FMA product runs slowest. H100, conv2, batch
+# 64: dx 22.4 us against 36.2, largest error 1.7e-7 of the largest float64 value against 7.6e-7.
+# The forward and dw stay on the FMA units, where 3xTF32 was slower at every block size tried
+# (19.5 against 15.6 us, 29.1 against 25.8).
+FLOAT32_DX = "float32x3"
 
 
 def units(precision):
@@ -102,8 +112,8 @@ def _columns(group, c, vector=True):
   if taps == 1 and vector:
     # Offsets as splats: Triton then sees that a row's columns are contiguous and loads them
     # four floats at a time; derived from j // per_tap it did not (scalar loads). H100, in the
-    # CNN step: tf32 dx 24.7 -> 11.2 us, float32 dw 30.7 -> 26.0; but float32 dx 35.8 -> 123.4
-    # (see conv_dx_kernel).
+    # CNN step: tf32 dx 24.7 -> 11.2 us, float32 dw 30.7 -> 26.0; but dx on the FMA units
+    # 35.8 -> 123.4 (see conv_dx_kernel).
     splat = lambda v: jnp.full((width,), v, jnp.int32)
     return splat(t0 // 3), splat(t0 % 3), j, j < c
   t, ch = t0 + j // per_tap, j % per_tap
@@ -174,8 +184,9 @@ def conv_dx_kernel(g_ref, w_ref, dx_ref, *, h, w, cin, cout, block_p, precision,
   ok = p < h * w
   ih, iw = p // w, p % w
   acc = jnp.zeros((block_p, _pad(cin)), common.acc_dtype(g_ref.dtype))
-  # Vector loads of g made the float32 product (FMA units) 3.4x slower here (H100, conv2: 123
-  # against 36 us, at every block size tried); the tensor-core products 2x faster.
+  # Vector loads of g made the FMA units' product 3.4x slower here (H100, conv2: 123 against 36
+  # us, at every block size tried); the tensor-core products 2x faster. On the GPU float32 dx
+  # runs on the tensor cores (FLOAT32_DX); the FMA form is what interpret mode runs.
   vector = units(precision) == "tensor"
   for group in _groups(cout, wide):
     di, dj, co, col_ok = _columns(group, cout, vector)
@@ -251,6 +262,8 @@ def conv_dx(g, w, x_shape, *, precision="float32", block_p=64, num_warps=4, wide
             interpret=False):
   n, h, wd, cin = x_shape
   cout = w.shape[-1]
+  if precision == "float32" and not interpret:  # XLA's CPU dot has no 3xTF32.
+    precision = FLOAT32_DX
   kernel = functools.partial(conv_dx_kernel, h=h, w=wd, cin=cin, cout=cout, block_p=block_p,
                              precision=precision, wide=wide)
   dx = pl.pallas_call(
