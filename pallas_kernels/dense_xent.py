@@ -42,6 +42,10 @@ DEFAULT_BLOCKS = dict(block_m=16, block_k=128)
 MAX_CLASSES = 128  # Beyond this the logits tile no longer fits registers: use the unfused ops.
 SPLIT_K_MIN = 2048  # From this K on, the gradient pass splits K across programs.
 SPLIT_BLOCKS = dict(block_m=32, block_k=64, split=128)
+# Up to this many K slices the gradient pass adds the partial logits in an unrolled chain (H100,
+# the CNN's head, 36 slices: 9.2 -> 6.2 us float32, 7.1 -> 4.1 tf32, the same bits); beyond, in
+# a loop.
+UNROLL_SLICES = 64
 
 
 def reference(h, w, b, labels):
@@ -126,7 +130,11 @@ def split_grads_kernel(h_ref, w_ref, b_ref, labels_ref, z_ref, loss_ref, correct
   i, s = pl.program_id(0), pl.program_id(1)
   m0 = i * block_m
   part = lambda p: common.load_tile(z_ref, p * m_pad + m0, 0, block_m, c_pad)
-  z = lax.fori_loop(1, pl.num_programs(1), lambda p, acc: acc + part(p), part(0))
+  slices = pl.cdiv(h_ref.shape[1], split)
+  if slices <= UNROLL_SLICES:  # Unrolled: the loads in flight together, the same order of adds.
+    z = functools.reduce(lambda acc, p: acc + part(p), range(1, slices), part(0))
+  else:
+    z = lax.fori_loop(1, slices, lambda p, acc: acc + part(p), part(0))
   dz = _loss_and_dz(z, b_ref, labels_ref, loss_ref, correct_ref, i, m, block_m, n_classes,
                     store=s == 0)
 
