@@ -40,17 +40,21 @@ from jax.experimental.pallas import triton as plgpu
 
 from pallas_kernels import common
 
-# Pixels per program, warps and (dw) splits of all output pixels, per kernel, for float32 (FMA
-# units; dx 3xTF32, see FLOAT32_DX) and the tensor-core precisions. Swept on the H100 at the
-# CNN's conv2 (docs/PERFORMANCE.md). ``blocks`` overrides: block_p, num_warps (all three
-# kernels), splits, wide.
+# Pixels per program, warps and (dw) splits of all output pixels and pipeline stages of its loop,
+# per kernel, for float32 (FMA units; dx 3xTF32, see FLOAT32_DX) and the tensor-core precisions.
+# Swept on the H100 at the CNN's conv2 (docs/PERFORMANCE.md); dw's loop only reads what the
+# launch never writes, so Triton may load its next blocks ahead (float32 26.1 -> 23.2 us at 2
+# stages, the same bits; tf32 16.8 -> 34.2, conv1 5.3 -> 5.6: one stage). ``blocks`` overrides:
+# block_p, num_warps (all three kernels), splits, wide.
 DEFAULT_BLOCKS = {
-    "float32": dict(fwd_p=32, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=32, dw_warps=4, splits=128),
-    "tensor": dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=64, dw_warps=4, splits=128),
+    "float32": dict(fwd_p=32, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=32, dw_warps=4,
+                    dw_stages=2, splits=128),
+    "tensor": dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=64, dw_warps=4,
+                   dw_stages=1, splits=128),
 }
 # dw of a one-channel input (the CNN's conv1: one 16-column tile of the nine taps) wants longer
 # blocks: 5.3 us against 11.6 float32, 4.3 against 10.3 tf32 (H100, batch 64, 28x28 -> 16).
-ONE_CHANNEL_DW = dict(dw_p=128, dw_warps=4, splits=128)
+ONE_CHANNEL_DW = dict(dw_p=128, dw_warps=4, dw_stages=1, splits=128)
 
 
 # float32 dx takes its products as 3xTF32 ("float32x3", tensor cores) on the GPU: as accurate
@@ -275,7 +279,7 @@ def conv_dx(g, w, x_shape, *, precision="float32", block_p=64, num_warps=4, wide
 
 
 def conv_dw(x, g, y=None, *, precision="float32", block_p=64, splits=128, num_warps=4,
-            wide=False, interpret=False):
+            num_stages=1, wide=False, interpret=False):
   """dw and db from the input x and the output gradient g; with ``y``, the forward's output, g
   is dy and the kernel applies ReLU's gradient, g = dy * [y > 0]."""
   n, h, wd, cin = x.shape
@@ -290,7 +294,7 @@ def conv_dw(x, g, y=None, *, precision="float32", block_p=64, splits=128, num_wa
   dw_parts, db_parts = pl.pallas_call(
       kernel, out_shape=[jax.ShapeDtypeStruct((splits * rows, cout_p), x.dtype),
                          jax.ShapeDtypeStruct((splits, cout_p), x.dtype)],
-      grid=(len(groups), splits), compiler_params=common.compiler_params(num_warps, 1),
+      grid=(len(groups), splits), compiler_params=common.compiler_params(num_warps, num_stages),
       interpret=interpret, name="conv_dw")(
           x.reshape(-1, cin), g.reshape(-1, cout), *([] if y is None else [y.reshape(-1, cout)]))
   if cin == 1:
@@ -321,7 +325,7 @@ def _conv_vjp_bwd(precision, blocks, interpret, res, dy):
   cfg = config(precision, blocks, cin=x.shape[-1])
   kw = dict(precision=precision, wide=cfg["wide"], interpret=interpret)
   dw, db = conv_dw(x, dy, y, block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
-                   splits=cfg["splits"], **kw)
+                   num_stages=cfg["dw_stages"], splits=cfg["splits"], **kw)
   # ReLU's gradient once for dx, whose kernel would redo it per tap. Where x needs no gradient
   # (the images), XLA drops this op and the kernel.
   g = jnp.where(y > 0, dy, 0.0)

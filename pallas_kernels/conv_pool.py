@@ -119,7 +119,7 @@ def _vjp_bwd(precision, blocks, interpret, res, dy):
                         **max_pool.DEFAULT_BLOCKS)
   kw = dict(precision=precision, wide=cfg["wide"], interpret=interpret)
   dw, db = conv.conv_dw(x, g, block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
-                        splits=cfg["splits"], **kw)
+                        num_stages=cfg["dw_stages"], splits=cfg["splits"], **kw)
   dx = conv.conv_dx(g, w, x.shape, block_p=cfg["dx_p"], num_warps=cfg["dx_warps"], **kw)
   return dx, dw, db
 
