@@ -37,14 +37,70 @@ def dense_reference(x, w, b=None, *, relu=False):
   return jax.nn.relu(y) if relu else y
 
 
-def default_blocks(m: int, k: int) -> dict:
-  """Block sizes by batch, as measured on the H100 (docs/PERFORMANCE.md): up to 256 rows, many
-  thin programs with long K steps (16x16x128: 29.6 us per MLP step at batch 64, against 40.4
-  for 32x32x32); above that, 32x32x32 tiles (1.6x faster at batch 8192). No K step is wider
-  than K needs (the regression net's K = 32)."""
-  blocks = (dict(block_m=16, block_n=16, block_k=128) if m <= 256 else
-            dict(block_m=32, block_n=32, block_k=32))
+# Block sizes by batch rows and precision, measured on the H100 (docs/PERFORMANCE.md). Up to 128
+# rows: many thin programs with long K steps (16x16x128: 29.6 us per MLP step at batch 64,
+# against 40.4 for 32x32x32), one set for all kernels; up to 256, 32x32x64 in 3 stages (the
+# 784 -> 256 layer at batch 256, forward + dw: float32 23.3 -> 20.1 us, tf32 21.5 -> 13.5,
+# bfloat16 20.5 -> 12.0). Above: forward and dw apart, as the sweep of that layer found them
+# (us at batch 1024 / 8192, before -> after):
+#   float32   fwd 32x32x32 at 1024, 64x64x32 from 4096 rows (125.5 -> 81.9 at 8192);
+#             dw in 32 splits on the FMA units at 1024 (33.0 -> 24.3 with the partial sums),
+#             from 4096 rows as 3xTF32 products in 16 splits (265.3 -> 157.4)
+#   tf32      fwd 64x64x64, from 4096 rows 128x64x32; dw 128x128 tiles in 16 splits (8 from
+#             4096 rows: 248.2 -> 96.4 at 8192 against 64x64 tiles unsplit)
+#   bfloat16  as tf32, but the forward from 4096 rows 64x128x32, and dw there in 32-row steps
+#             and 16 splits: 146.3 -> 43.1 us at 8192
+# dw's splits give the GPU enough programs: its (K, N) tiles alone are 14 to 200.
+_SMALL = dict(block_m=16, block_n=16, block_k=128, num_warps=4, num_stages=2)
+_MEDIUM = dict(block_m=32, block_n=32, block_k=64, num_warps=4, num_stages=3)
+_LARGE_ROWS = 4096
+_LARGE = {  # (precision, kernel, rows >= _LARGE_ROWS) -> blocks
+    ("float32", "fwd", False): dict(block_m=32, block_n=32, block_k=32, num_warps=4, num_stages=2),
+    ("float32", "fwd", True): dict(block_m=64, block_n=64, block_k=32, num_warps=4, num_stages=3),
+    ("float32", "dw", False): dict(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=3,
+                                   dw_splits=32),
+    ("float32", "dw", True): dict(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=3,
+                                  dw_splits=16, product="float32x3"),
+    ("tf32", "fwd", False): dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
+    ("tf32", "fwd", True): dict(block_m=128, block_n=64, block_k=32, num_warps=4, num_stages=3),
+    ("tf32", "dw", False): dict(block_m=64, block_n=128, block_k=128, num_warps=8, num_stages=2,
+                                dw_splits=16),
+    ("tf32", "dw", True): dict(block_m=64, block_n=128, block_k=128, num_warps=8, num_stages=2,
+                               dw_splits=8),
+    ("bfloat16", "fwd", False): dict(block_m=64, block_n=64, block_k=64, num_warps=4,
+                                     num_stages=3),
+    ("bfloat16", "fwd", True): dict(block_m=64, block_n=128, block_k=32, num_warps=4,
+                                    num_stages=3),
+    ("bfloat16", "dw", False): dict(block_m=64, block_n=128, block_k=128, num_warps=8,
+                                    num_stages=2, dw_splits=16),
+    ("bfloat16", "dw", True): dict(block_m=32, block_n=128, block_k=128, num_warps=8,
+                                   num_stages=3, dw_splits=16),
+}
+
+
+def default_blocks(m: int, k: int, precision: str = "float32", kernel: str = "fwd") -> dict:
+  """Block sizes (and warps, stages, dw's splits) of ``kernel`` ("fwd", "dx" or "dw") for an
+  (m, k) input. dx takes the forward's: both are (rows, K) x (K, N)-shaped products. No K step
+  is wider than K needs (the regression net's K = 32)."""
+  if m <= 256:
+    blocks = dict(_SMALL if m <= 128 else _MEDIUM)
+  else:
+    blocks = dict(_LARGE[precision, "dw" if kernel == "dw" else "fwd", m >= _LARGE_ROWS])
   blocks["block_k"] = min(blocks["block_k"], max(16, pl.next_power_of_2(k)))
+  return blocks
+
+
+def kernel_blocks(m: int, k: int, precision: str, kernel: str, overrides, interpret: bool):
+  """Keyword arguments of one kernel's wrapper. Without ``overrides``: ``default_blocks``, with
+  the product's precision resolved (interpret mode, on the CPU, whose XLA dot has no 3xTF32,
+  keeps the FMA form). ``overrides`` (a tuple of (name, value) pairs, from ``--blocks`` or the
+  autotuner) set the tiles of every kernel, with 4 warps, 2 stages and dw in one pass."""
+  if overrides:
+    blocks = common.blocks(dict(_SMALL), overrides)
+  else:
+    blocks = default_blocks(m, k, precision, kernel)
+  product = blocks.pop("product", precision)
+  blocks["precision"] = precision if interpret else product
   return blocks
 
 
@@ -99,28 +155,37 @@ def dense_dx_kernel(dy_ref, *rest, relu, block_m, block_n, block_k, precision, w
 
 
 def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, block_k, precision,
-                    w_transposed):
+                    w_transposed, splits):
   y_ref, *outs = (rest if relu else (None, *rest))
   dw_ref, db_ref = (outs if has_bias else (outs[0], None))
-  k0, n0 = pl.program_id(0) * block_k, pl.program_id(1) * block_n
+  k0, n0, split = pl.program_id(0) * block_k, pl.program_id(1) * block_n, pl.program_id(2)
+  # This program's share of the row blocks: split s of ``splits`` takes a contiguous run.
+  per_split = pl.cdiv(pl.cdiv(x_ref.shape[0], block_m), splits)
+  first = split * per_split
 
-  def body(m, carry):
+  def body(i, carry):
     acc, db = carry
-    x = common.load_tile(x_ref, m * block_m, k0, block_m, block_k)
-    g = _relu_grad(dy_ref, y_ref, m * block_m, n0, block_m, block_n)
+    m0 = (first + i) * block_m
+    x = common.load_tile(x_ref, m0, k0, block_m, block_k)
+    g = _relu_grad(dy_ref, y_ref, m0, n0, block_m, block_n)
     # x^T g, or its (N, K) transpose g^T x when W is stored as (N, K).
     a, b = (g, x) if w_transposed else (x, g)
     return acc + common.dot(a, b, precision, trans_a=True), db + jnp.sum(g, axis=0)
 
+  k, n = x_ref.shape[1], dy_ref.shape[1]
   tile = (block_n, block_k) if w_transposed else (block_k, block_n)
-  acc, db = lax.fori_loop(0, pl.cdiv(x_ref.shape[0], block_m), body,
+  acc, db = lax.fori_loop(0, per_split, body,
                           (jnp.zeros(tile, common.acc_dtype(x_ref.dtype)),
                            jnp.zeros((block_n,), common.acc_dtype(dy_ref.dtype))))
-  common.store_tile(dw_ref, *((n0, k0) if w_transposed else (k0, n0)), acc)
+  # Split s writes rows s * K ... of dw's (splits * K, N) partials (s * N ... when transposed):
+  # rows past this split's K must not spill into the next split's.
+  rows, r0, c0 = (n, n0, k0) if w_transposed else (k, k0, n0)
+  common.store_tile(dw_ref, split * rows + r0, c0, acc,
+                    row_ok=common.span(r0, tile[0]) < rows)
   if has_bias:
     @pl.when(pl.program_id(0) == 0)  # Every row of programs sums the same g; one stores it.
     def _():
-      common.store_vec(db_ref, n0, db)
+      common.store_vec(db_ref, split * n + n0, db, ok=common.span(n0, block_n) < n)
 
 
 # pallas_call wrappers --------------------------------------------------------------------------
@@ -153,20 +218,26 @@ def dense_dx(dy, y, w, *, relu=False, precision="float32", w_transposed=False, b
 
 
 def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", w_transposed=False,
-             block_m=16, block_n=16, block_k=128, num_warps=4, num_stages=2, interpret=False):
-  k, n = x.shape[1], dy.shape[1]
+             block_m=16, block_n=16, block_k=128, num_warps=4, num_stages=2, dw_splits=1,
+             interpret=False):
+  """dw (and db) as ``dw_splits`` partial sums over runs of rows, added up in a fixed order
+  after the kernel: at large batches the (K, N) tiles alone are too few programs for the GPU."""
+  (m, k), n = x.shape, dy.shape[1]
+  splits = max(1, min(dw_splits, pl.cdiv(m, block_m)))
   kernel = functools.partial(dense_dw_kernel, relu=relu, has_bias=has_bias, block_m=block_m,
                              block_n=block_n, block_k=block_k, precision=precision,
-                             w_transposed=w_transposed)
-  out_shape = [jax.ShapeDtypeStruct((n, k) if w_transposed else (k, n), x.dtype)]
+                             w_transposed=w_transposed, splits=splits)
+  shape = (n, k) if w_transposed else (k, n)
+  out_shape = [jax.ShapeDtypeStruct((splits * shape[0], shape[1]), x.dtype)]
   if has_bias:
-    out_shape.append(jax.ShapeDtypeStruct((n,), x.dtype))
+    out_shape.append(jax.ShapeDtypeStruct((splits * n,), x.dtype))
   args = (x, dy, y) if relu else (x, dy)
   outs = pl.pallas_call(
-      kernel, out_shape=out_shape, grid=(pl.cdiv(k, block_k), pl.cdiv(n, block_n)),
+      kernel, out_shape=out_shape, grid=(pl.cdiv(k, block_k), pl.cdiv(n, block_n), splits),
       compiler_params=common.compiler_params(num_warps, num_stages),
       interpret=interpret, name="dense_dw")(*args)
-  return (outs[0], outs[1]) if has_bias else (outs[0], None)
+  dw = common.sum_parts(outs[0].reshape(splits, *shape))
+  return (dw, common.sum_parts(outs[1].reshape(splits, n))) if has_bias else (dw, None)
 
 
 # The differentiable op -------------------------------------------------------------------------
@@ -179,8 +250,8 @@ def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=
   ``blocks`` is a hashable tuple of (name, value) pairs overriding ``default_blocks``.
   ``w_transposed``: ``w`` is stored as (N, K), and computes ``act(x @ w.T + b)``.
   """
-  return dense_fwd(x, w, b, relu=relu, precision=precision, w_transposed=w_transposed,
-                   interpret=interpret, **common.blocks(default_blocks(*x.shape), blocks))
+  kw = kernel_blocks(*x.shape, precision, "fwd", blocks, interpret)
+  return dense_fwd(x, w, b, relu=relu, w_transposed=w_transposed, interpret=interpret, **kw)
 
 
 def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
@@ -190,10 +261,10 @@ def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
 
 def _dense_vjp_bwd(relu, precision, blocks, interpret, w_transposed, res, dy):
   x, w, b, y = res
-  kw = dict(relu=relu, precision=precision, interpret=interpret, w_transposed=w_transposed,
-            **common.blocks(default_blocks(*x.shape), blocks))
-  dx = dense_dx(dy, y, w, **kw)
-  dw, db = dense_dw(x, dy, y, has_bias=b is not None, **kw)
+  kw = dict(relu=relu, interpret=interpret, w_transposed=w_transposed)
+  dx = dense_dx(dy, y, w, **kw, **kernel_blocks(*x.shape, precision, "dx", blocks, interpret))
+  dw, db = dense_dw(x, dy, y, has_bias=b is not None, **kw,
+                    **kernel_blocks(*x.shape, precision, "dw", blocks, interpret))
   return dx, dw, db
 
 

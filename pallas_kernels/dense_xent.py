@@ -37,8 +37,12 @@ from pallas_kernels.softmax_xent import (row_stats, softmax_cross_entropy_refere
                                          softmax_minus_onehot)
 
 # 16x128 measured fastest for the MLP at batch 64 on the H200 (docs/PERFORMANCE.md): four
-# programs share the batch, and K=256 takes two steps.
+# programs share the batch, and K=256 takes two steps. From LARGE_ROWS rows on, 64-row blocks:
+# 16-row ones leave 512 partial dw tiles at batch 8192, whose sum took longer than the kernel
+# (H100, K = 256: 33.3 -> 22.0 us float32, 24.0 -> 15.8 tf32, with the sums).
 DEFAULT_BLOCKS = dict(block_m=16, block_k=128)
+LARGE_ROWS = 4096
+LARGE_BLOCKS = dict(block_m=64, block_k=64)
 MAX_CLASSES = 128  # Beyond this the logits tile no longer fits registers: use the unfused ops.
 SPLIT_K_MIN = 2048  # From this K on, the gradient pass splits K across programs.
 SPLIT_BLOCKS = dict(block_m=32, block_k=64, split=128)
@@ -146,10 +150,13 @@ def split_grads_kernel(h_ref, w_ref, b_ref, labels_ref, z_ref, loss_ref, correct
          precision)
 
 
-def choose_blocks(k: int, blocks=None) -> dict:
-  """Block sizes for inner dimension k: the one-launch form's, or from ``SPLIT_K_MIN`` on the
-  split form's (with ``split``); ``blocks`` overrides them (a ``split`` forces the split form)."""
-  return common.blocks(SPLIT_BLOCKS if k >= SPLIT_K_MIN else DEFAULT_BLOCKS, blocks)
+def choose_blocks(m: int, k: int, blocks=None) -> dict:
+  """Block sizes for m rows and inner dimension k: the one-launch form's, or from
+  ``SPLIT_K_MIN`` on the split form's (with ``split``); ``blocks`` overrides them (a ``split``
+  forces the split form)."""
+  if k >= SPLIT_K_MIN:
+    return common.blocks(SPLIT_BLOCKS, blocks)
+  return common.blocks(LARGE_BLOCKS if m >= LARGE_ROWS else DEFAULT_BLOCKS, blocks)
 
 
 def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, block_k=128,
@@ -200,7 +207,7 @@ def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, b
 def dense_softmax_cross_entropy(h, w, b, labels, precision="float32", blocks=None,
                                 interpret=False):
   """``softmax_cross_entropy(h @ w + b, labels)`` -> (mean loss, number correct), fused."""
-  sizes = choose_blocks(h.shape[1], blocks)
+  sizes = choose_blocks(*h.shape, blocks)
   sizes.pop("split", None)  # Evaluation: the one-launch form.
   loss, correct = head_call(h, w, b, labels, with_grads=False, precision=precision,
                             interpret=interpret, **sizes)
@@ -209,7 +216,7 @@ def dense_softmax_cross_entropy(h, w, b, labels, precision="float32", blocks=Non
 
 def _vjp_fwd(h, w, b, labels, precision, blocks, interpret):
   loss, correct, dh, dw, db = head_call(h, w, b, labels, with_grads=True, precision=precision,
-                                        interpret=interpret, **choose_blocks(h.shape[1], blocks))
+                                        interpret=interpret, **choose_blocks(*h.shape, blocks))
   return (common.fixed_order_mean(loss), jnp.sum(correct)), (dh, dw, db)
 
 

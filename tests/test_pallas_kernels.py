@@ -79,7 +79,8 @@ def test_dense_forward_and_grads(m, k, n, blocks, relu, bias):
 
 
 @pytest.mark.parametrize("blocks", BLOCKS[:2], ids=["default", "16x16x16"])
-@pytest.mark.parametrize("m,k,n", [(1, 784, 256), (37, 100, 10), (64, 784, 256), (37, 33, 1000)])
+@pytest.mark.parametrize("m,k,n", [(1, 784, 256), (37, 100, 10), (64, 784, 256), (37, 33, 1000),
+                                   (300, 33, 40)])
 def test_dense_pretransposed_w(m, k, n, blocks):
   """W stored as (N, K): the same values and gradients as the (K, N) layout's reference, dw in
   the stored layout."""
@@ -99,6 +100,40 @@ def test_dense_pretransposed_w(m, k, n, blocks):
   assert dw_t.shape == (n, k)
   for got, want in [(y, y64), (dx, dx64), (dw_t, dw_t64), (db, db64)]:
     assert rel_err(got, want) < TOL
+
+
+@pytest.mark.parametrize("w_transposed", [False, True])
+@pytest.mark.parametrize("m,k,n,splits", [(70, 37, 19, 3), (70, 37, 19, 8), (5, 40, 33, 4),
+                                          (64, 20, 16, 1)])
+def test_dense_dw_splits(m, k, n, splits, w_transposed):
+  """dw and db as partial sums over runs of rows: rows that do not fill the last block, more
+  splits than blocks of rows, tiles reaching past K and N (which must not spill into the next
+  split's partials)."""
+  rng = np.random.default_rng()
+  x, dy, y = (rng.standard_normal(s, np.float32) for s in ((m, k), (m, n), (m, n)))
+  dw, db = dense_lib.dense_dw(x, dy, y, relu=True, w_transposed=w_transposed, block_m=16,
+                              block_n=16, block_k=16, dw_splits=splits, interpret=True)
+  g = dy.astype(np.float64) * (y > 0)
+  want = x.T.astype(np.float64) @ g
+  assert rel_err(dw, want.T if w_transposed else want) < TOL
+  assert rel_err(db, g.sum(0)) < TOL
+
+
+def test_dense_blocks_by_shape():
+  """Large batches take their own tiles per kernel; 3xTF32 only where it can run (on a GPU);
+  overrides set every kernel's tiles, unsplit."""
+  small = dense_lib.kernel_blocks(64, 784, "float32", "dw", None, interpret=False)
+  assert (small["block_m"], small["block_n"], small["block_k"]) == (16, 16, 128)
+  assert "dw_splits" not in small and small["precision"] == "float32"
+  large = dense_lib.kernel_blocks(8192, 784, "float32", "dw", None, interpret=False)
+  assert large["precision"] == "float32x3" and large["dw_splits"] > 1
+  cpu = dense_lib.kernel_blocks(8192, 784, "float32", "dw", None, interpret=True)
+  assert cpu["precision"] == "float32"
+  assert dense_lib.kernel_blocks(8192, 32, "tf32", "fwd", None, False)["block_k"] == 32
+  tiles = (("block_m", 32), ("block_n", 32), ("block_k", 64))
+  forced = dense_lib.kernel_blocks(8192, 784, "float32", "dw", tiles, interpret=False)
+  assert forced == dict(block_m=32, block_n=32, block_k=64, num_warps=4, num_stages=2,
+                        precision="float32")
 
 
 @pytest.mark.parametrize("precision,tol", [("tf32", 5e-3), ("bfloat16", 2e-2)])
