@@ -44,13 +44,16 @@ def dense_reference(x, w, b=None, *, relu=False):
 # bfloat16 20.5 -> 12.0). Above: forward and dw apart, as the sweep of that layer found them
 # (us at batch 1024 / 8192, before -> after):
 #   float32   fwd 32x32x32 at 1024, 64x64x32 from 4096 rows (125.5 -> 81.9 at 8192);
-#             dw in 32 splits on the FMA units at 1024 (33.0 -> 24.3 with the partial sums),
-#             from 4096 rows as 3xTF32 products in 16 splits (265.3 -> 157.4)
-#   tf32      fwd 64x64x64, from 4096 rows 128x64x32; dw 128x128 tiles in 16 splits (8 from
-#             4096 rows: 248.2 -> 96.4 at 8192 against 64x64 tiles unsplit)
+#             dw in 32 splits (33.0 -> 24.3 at 1024 with the partial sums; from 4096 rows,
+#             from x transposed, 265.3 -> 119.0 at 8192)
+#   tf32      fwd 64x64x64, from 4096 rows 128x64x32; dw 128x128 tiles in 16 splits (from
+#             4096 rows 64x128 tiles in 8 splits from x transposed: 248.2 -> 68.4 at 8192)
 #   bfloat16  as tf32, but the forward from 4096 rows 64x128x32, and dw there in 32-row steps
 #             and 16 splits: 146.3 -> 43.1 us at 8192
-# dw's splits give the GPU enough programs: its (K, N) tiles alone are 14 to 200.
+# dw's splits give the GPU enough programs: its (K, N) tiles alone are 14 to 200. "x_transposed":
+# the forward keeps x^T (K, M) for dw, written by XLA beside x (12 us at 8192 x 784), so that
+# dw's product takes both operands in their natural layout; it paid only from 4096 rows, and
+# not in bfloat16 (43.1 -> 35.8 us, less than the transpose's 12).
 _SMALL = dict(block_m=16, block_n=16, block_k=128, num_warps=4, num_stages=2)
 _MEDIUM = dict(block_m=32, block_n=32, block_k=64, num_warps=4, num_stages=3)
 _LARGE_ROWS = 4096
@@ -60,13 +63,13 @@ _LARGE = {  # (precision, kernel, rows >= _LARGE_ROWS) -> blocks
     ("float32", "dw", False): dict(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=3,
                                    dw_splits=32),
     ("float32", "dw", True): dict(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=3,
-                                  dw_splits=16, product="float32x3"),
+                                  dw_splits=32, x_transposed=True),
     ("tf32", "fwd", False): dict(block_m=64, block_n=64, block_k=64, num_warps=4, num_stages=3),
     ("tf32", "fwd", True): dict(block_m=128, block_n=64, block_k=32, num_warps=4, num_stages=3),
     ("tf32", "dw", False): dict(block_m=64, block_n=128, block_k=128, num_warps=8, num_stages=2,
                                 dw_splits=16),
-    ("tf32", "dw", True): dict(block_m=64, block_n=128, block_k=128, num_warps=8, num_stages=2,
-                               dw_splits=8),
+    ("tf32", "dw", True): dict(block_m=32, block_n=64, block_k=128, num_warps=4, num_stages=3,
+                               dw_splits=8, x_transposed=True),
     ("bfloat16", "fwd", False): dict(block_m=64, block_n=64, block_k=64, num_warps=4,
                                      num_stages=3),
     ("bfloat16", "fwd", True): dict(block_m=64, block_n=128, block_k=32, num_warps=4,
@@ -90,18 +93,17 @@ def default_blocks(m: int, k: int, precision: str = "float32", kernel: str = "fw
   return blocks
 
 
-def kernel_blocks(m: int, k: int, precision: str, kernel: str, overrides, interpret: bool):
-  """Keyword arguments of one kernel's wrapper. Without ``overrides``: ``default_blocks``, with
-  the product's precision resolved (interpret mode, on the CPU, whose XLA dot has no 3xTF32,
-  keeps the FMA form). ``overrides`` (a tuple of (name, value) pairs, from ``--blocks`` or the
-  autotuner) set the tiles of every kernel, with 4 warps, 2 stages and dw in one pass."""
+def kernel_blocks(m: int, k: int, precision: str, kernel: str, overrides, w_transposed=False):
+  """Keyword arguments of one kernel's wrapper: ``default_blocks``, or with ``overrides`` (a
+  tuple of (name, value) pairs, from ``--blocks`` or the autotuner) those tiles for every
+  kernel, with 4 warps, 2 stages and dw in one pass. x stays as it is for W stored as (N, K)."""
   if overrides:
     blocks = common.blocks(dict(_SMALL), overrides)
   else:
     blocks = default_blocks(m, k, precision, kernel)
-  product = blocks.pop("product", precision)
-  blocks["precision"] = precision if interpret else product
-  return blocks
+  if w_transposed:
+    blocks.pop("x_transposed", None)
+  return dict(blocks, precision=precision)
 
 
 def _relu_grad(dy_ref, y_ref, r0, c0, br, bc):
@@ -155,24 +157,28 @@ def dense_dx_kernel(dy_ref, *rest, relu, block_m, block_n, block_k, precision, w
 
 
 def dense_dw_kernel(x_ref, dy_ref, *rest, relu, has_bias, block_m, block_n, block_k, precision,
-                    w_transposed, splits):
+                    w_transposed, x_transposed, splits):
   y_ref, *outs = (rest if relu else (None, *rest))
   dw_ref, db_ref = (outs if has_bias else (outs[0], None))
   k0, n0, split = pl.program_id(0) * block_k, pl.program_id(1) * block_n, pl.program_id(2)
+  (m, n), k = dy_ref.shape, x_ref.shape[0 if x_transposed else 1]
   # This program's share of the row blocks: split s of ``splits`` takes a contiguous run.
-  per_split = pl.cdiv(pl.cdiv(x_ref.shape[0], block_m), splits)
+  per_split = pl.cdiv(pl.cdiv(m, block_m), splits)
   first = split * per_split
 
   def body(i, carry):
     acc, db = carry
     m0 = (first + i) * block_m
-    x = common.load_tile(x_ref, m0, k0, block_m, block_k)
     g = _relu_grad(dy_ref, y_ref, m0, n0, block_m, block_n)
+    db += jnp.sum(g, axis=0)
+    if x_transposed:  # x stored as (K, M): its tile is the product's left operand as it is.
+      return acc + common.dot(common.load_tile(x_ref, k0, m0, block_k, block_m), g,
+                              precision), db
+    x = common.load_tile(x_ref, m0, k0, block_m, block_k)
     # x^T g, or its (N, K) transpose g^T x when W is stored as (N, K).
     a, b = (g, x) if w_transposed else (x, g)
-    return acc + common.dot(a, b, precision, trans_a=True), db + jnp.sum(g, axis=0)
+    return acc + common.dot(a, b, precision, trans_a=True), db
 
-  k, n = x_ref.shape[1], dy_ref.shape[1]
   tile = (block_n, block_k) if w_transposed else (block_k, block_n)
   acc, db = lax.fori_loop(0, per_split, body,
                           (jnp.zeros(tile, common.acc_dtype(x_ref.dtype)),
@@ -218,15 +224,20 @@ def dense_dx(dy, y, w, *, relu=False, precision="float32", w_transposed=False, b
 
 
 def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", w_transposed=False,
-             block_m=16, block_n=16, block_k=128, num_warps=4, num_stages=2, dw_splits=1,
-             interpret=False):
+             x_transposed=False, block_m=16, block_n=16, block_k=128, num_warps=4, num_stages=2,
+             dw_splits=1, interpret=False):
   """dw (and db) as ``dw_splits`` partial sums over runs of rows, added up in a fixed order
-  after the kernel: at large batches the (K, N) tiles alone are too few programs for the GPU."""
-  (m, k), n = x.shape, dy.shape[1]
+  after the kernel: at large batches the (K, N) tiles alone are too few programs for the GPU.
+  ``x_transposed``: ``x`` is given as (K, M), so that the product x^T g reads both operands in
+  the layout the tensor cores take (from x as (M, K), its transpose costs a relayout)."""
+  (m, n), k = dy.shape, x.shape[0 if x_transposed else 1]
+  if x_transposed and w_transposed:
+    raise ValueError("x_transposed works with W stored as (K, N) only")
   splits = max(1, min(dw_splits, pl.cdiv(m, block_m)))
   kernel = functools.partial(dense_dw_kernel, relu=relu, has_bias=has_bias, block_m=block_m,
                              block_n=block_n, block_k=block_k, precision=precision,
-                             w_transposed=w_transposed, splits=splits)
+                             w_transposed=w_transposed, x_transposed=x_transposed,
+                             splits=splits)
   shape = (n, k) if w_transposed else (k, n)
   out_shape = [jax.ShapeDtypeStruct((splits * shape[0], shape[1]), x.dtype)]
   if has_bias:
@@ -250,21 +261,25 @@ def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=
   ``blocks`` is a hashable tuple of (name, value) pairs overriding ``default_blocks``.
   ``w_transposed``: ``w`` is stored as (N, K), and computes ``act(x @ w.T + b)``.
   """
-  kw = kernel_blocks(*x.shape, precision, "fwd", blocks, interpret)
+  kw = kernel_blocks(*x.shape, precision, "fwd", blocks)
   return dense_fwd(x, w, b, relu=relu, w_transposed=w_transposed, interpret=interpret, **kw)
 
 
 def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
   y = dense(x, w, b, relu, precision, blocks, interpret, w_transposed)
+  dw_blocks = kernel_blocks(*x.shape, precision, "dw", blocks, w_transposed)
+  if dw_blocks.get("x_transposed"):
+    x = x.T  # What dw reads; XLA writes it beside x where x is its own output.
   return y, (x, w, b, y if relu else None)  # b rides along only to say whether it exists.
 
 
 def _dense_vjp_bwd(relu, precision, blocks, interpret, w_transposed, res, dy):
   x, w, b, y = res
+  m, k = dy.shape[0], w.shape[1 if w_transposed else 0]
   kw = dict(relu=relu, interpret=interpret, w_transposed=w_transposed)
-  dx = dense_dx(dy, y, w, **kw, **kernel_blocks(*x.shape, precision, "dx", blocks, interpret))
+  dx = dense_dx(dy, y, w, **kw, **kernel_blocks(m, k, precision, "dx", blocks, w_transposed))
   dw, db = dense_dw(x, dy, y, has_bias=b is not None, **kw,
-                    **kernel_blocks(*x.shape, precision, "dw", blocks, interpret))
+                    **kernel_blocks(m, k, precision, "dw", blocks, w_transposed))
   return dx, dw, db
 
 

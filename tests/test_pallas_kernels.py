@@ -111,29 +111,52 @@ def test_dense_dw_splits(m, k, n, splits, w_transposed):
   split's partials)."""
   rng = np.random.default_rng()
   x, dy, y = (rng.standard_normal(s, np.float32) for s in ((m, k), (m, n), (m, n)))
-  dw, db = dense_lib.dense_dw(x, dy, y, relu=True, w_transposed=w_transposed, block_m=16,
-                              block_n=16, block_k=16, dw_splits=splits, interpret=True)
   g = dy.astype(np.float64) * (y > 0)
   want = x.T.astype(np.float64) @ g
+  dw, db = dense_lib.dense_dw(x, dy, y, relu=True, w_transposed=w_transposed, block_m=16,
+                              block_n=16, block_k=16, dw_splits=splits, interpret=True)
   assert rel_err(dw, want.T if w_transposed else want) < TOL
   assert rel_err(db, g.sum(0)) < TOL
+  if not w_transposed:  # x handed over as (K, M): the same sums.
+    dw, db = dense_lib.dense_dw(np.ascontiguousarray(x.T), dy, y, relu=True, x_transposed=True,
+                                block_m=16, block_n=16, block_k=16, dw_splits=splits,
+                                interpret=True)
+    assert rel_err(dw, want) < TOL and rel_err(db, g.sum(0)) < TOL
 
 
 def test_dense_blocks_by_shape():
-  """Large batches take their own tiles per kernel; 3xTF32 only where it can run (on a GPU);
-  overrides set every kernel's tiles, unsplit."""
-  small = dense_lib.kernel_blocks(64, 784, "float32", "dw", None, interpret=False)
+  """Large batches take their own tiles per kernel, dw in splits (from x transposed where that
+  paid); overrides set every kernel's tiles, unsplit."""
+  small = dense_lib.kernel_blocks(64, 784, "float32", "dw", None)
   assert (small["block_m"], small["block_n"], small["block_k"]) == (16, 16, 128)
   assert "dw_splits" not in small and small["precision"] == "float32"
-  large = dense_lib.kernel_blocks(8192, 784, "float32", "dw", None, interpret=False)
-  assert large["precision"] == "float32x3" and large["dw_splits"] > 1
-  cpu = dense_lib.kernel_blocks(8192, 784, "float32", "dw", None, interpret=True)
-  assert cpu["precision"] == "float32"
-  assert dense_lib.kernel_blocks(8192, 32, "tf32", "fwd", None, False)["block_k"] == 32
+  large = dense_lib.kernel_blocks(8192, 784, "float32", "dw", None)
+  assert large["x_transposed"] and large["dw_splits"] > 1
+  assert "x_transposed" not in dense_lib.kernel_blocks(8192, 784, "float32", "dw", None, True)
+  assert dense_lib.kernel_blocks(8192, 32, "tf32", "fwd", None)["block_k"] == 32
   tiles = (("block_m", 32), ("block_n", 32), ("block_k", 64))
-  forced = dense_lib.kernel_blocks(8192, 784, "float32", "dw", tiles, interpret=False)
+  forced = dense_lib.kernel_blocks(8192, 784, "float32", "dw", tiles)
   assert forced == dict(block_m=32, block_n=32, block_k=64, num_warps=4, num_stages=2,
                         precision="float32")
+
+
+def test_dense_large_batch_path(monkeypatch):
+  """The large-batch kernels (dw in splits, from x transposed) through the custom_vjp, on a
+  shape small enough for interpret mode: the threshold is lowered for the test."""
+  monkeypatch.setattr(dense_lib, "_LARGE_ROWS", 64)
+  rng = np.random.default_rng()
+  x = rng.standard_normal((300, 70), np.float32)
+  w = rng.standard_normal((70, 40), np.float32) / np.sqrt(70)
+  b = rng.standard_normal(40).astype(np.float32)
+  dy = clear_of_relu_kink(rng.standard_normal((300, 40), np.float32),
+                          x.astype(np.float64) @ w + b)
+  fn = lambda x, w, b: dense_lib.dense(x, w, b, True, "float32", None, True)
+  y, vjp = jax.vjp(fn, x, w, b)
+  ref = lambda x, w, b: dense_lib.dense_reference(x, w, b, relu=True)
+  y64, want = reference_vjp(ref, [x, w, b], dy)
+  assert rel_err(y, y64) < TOL
+  for got, w64 in zip(vjp(jnp.asarray(dy)), want):
+    assert rel_err(got, w64) < TOL
 
 
 @pytest.mark.parametrize("precision,tol", [("tf32", 5e-3), ("bfloat16", 2e-2)])
