@@ -7,8 +7,9 @@ Each configuration is compiled ahead of time (reported as compile time), warmed 
 reset to the same initial weights, then trained ``repeats`` times; the table shows the median
 run, timed on the host around each epoch, each epoch blocked until its loss is on the host.
 Speedups compare samples per second with the NumPy CPU baseline and with the PyTorch CUDA-graph
-peer of the same workload and batch size. Slow configurations run fewer epochs, or fewer
-examples: the table says how many, and rates (steps/s, samples/s) are what compare.
+peer of the same workload, batch size and precision. Slow configurations run fewer epochs, or
+fewer examples: the table says how many, and rates (steps/s, samples/s) are what compare. The
+MLP's batch-size rows run at each of ``--batch_precisions`` (variant "batch 1024, tf32").
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ _IMPLS = flags.DEFINE_list("impls", ["numpy", "xla", "pallas", "torch"],
 _TECHNIQUES = flags.DEFINE_bool("techniques", True, "Measure the technique switches on the MLP.")
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["256", "1024", "8192"],
                                  "Further MLP batch sizes (64 is the reference).")
+_BATCH_PRECISIONS = flags.DEFINE_list(
+    "batch_precisions", ["float32", "tf32", "bfloat16"],
+    "Precisions of the MLP batch-size rows (batch 64 has its own in the techniques).")
 _BLOCK_SWEEP = flags.DEFINE_list("block_sweep", ["16,16,16", "16,16,64", "16,16,128",
                                                  "32,32,32", "64,64,32", "128,128,32", "auto"],
                                  "Pallas dense block sizes to time on the MLP (BM,BN,BK or auto).")
@@ -123,10 +127,13 @@ def build_cases(impls: list[str]) -> list[Case]:
           cases.append(Case("techniques", "mlp", impl, name, cfg("mlp", impl, **over),
                             1 if slow else repeats))
     sizes = [int(b) for b in _BATCH_SIZES.value] if not quick else [128]
-    for bs in sizes:
-      for impl in jax_impls + (["torch-graph"] if "torch" in impls else []):
-        cases.append(Case("batch", "mlp", impl, f"batch {bs}", cfg("mlp", impl, batch_size=bs),
-                          repeats))
+    precisions = _BATCH_PRECISIONS.value if not quick else ["float32"]
+    for precision in precisions:
+      name = "" if precision == "float32" else f", {precision}"
+      for bs in sizes:
+        for impl in jax_impls + (["torch-graph"] if "torch" in impls else []):
+          cases.append(Case("batch", "mlp", impl, f"batch {bs}{name}",
+                            cfg("mlp", impl, batch_size=bs, precision=precision), repeats))
     if "pallas" in impls:
       for blocks in (_BLOCK_SWEEP.value if not quick else ["16,16,16", "auto"]):
         cases.append(Case("blocks", "mlp", "pallas", f"blocks {blocks}",
@@ -201,7 +208,9 @@ def training_line(results: list[dict]) -> str:
 
 
 def _precision(r) -> str:
-  return r["variant"] if r["variant"] in ("tf32", "bfloat16") else "float32"
+  """The precision a row ran at, from its variant: "tf32", "batch 1024, tf32", ..."""
+  last = r["variant"].split(", ")[-1]
+  return last if last in ("tf32", "bfloat16") else "float32"
 
 
 def add_speedups(results: list[dict]) -> None:
@@ -341,8 +350,8 @@ def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
     save(fig, "speedups.png")
 
   batch = [r for r in results if r["workload"] == "mlp" and r["impl"] in
-           ("xla", "pallas", "torch-graph") and (r["group"] == "batch" or
-                                                  (r["group"] == "workloads"))]
+           ("xla", "pallas", "torch-graph") and _precision(r) == "float32" and
+           (r["group"] == "batch" or (r["group"] == "workloads"))]
   if batch:
     fig, ax = plt.subplots(figsize=(6, 4))
     for impl in ("xla", "pallas", "torch-graph"):
@@ -350,7 +359,7 @@ def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
       if pts:
         ax.plot(*zip(*pts), marker="o", label=impl)
     ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="time per epoch (s)",
-           title="MLP: time per epoch against batch size")
+           title="MLP: time per epoch against batch size (float32)")
     ax.legend()
     save(fig, "mlp_batch_size.png")
   return files

@@ -85,3 +85,13 @@ def test_bench_marks_a_diverged_run(real_data_dir):
   assert not math.isfinite(r["epoch_losses"][-1])
   bench.add_speedups([r])
   assert "| diverged |" in bench.table([r], "workloads")
+
+
+def test_rows_know_their_precision():
+  """Speedups pair each row with the PyTorch peer at its precision, read from the variant."""
+  from experiments import bench
+  rows = {"reference": "float32", "tf32": "tf32", "batch 1024": "float32",
+          "batch 1024, tf32": "tf32", "batch 8192, bfloat16": "bfloat16",
+          "loss synced every 5 epochs": "float32"}
+  for variant, precision in rows.items():
+    assert bench._precision({"variant": variant}) == precision
