@@ -47,7 +47,7 @@ def dense_reference(x, w, b=None, *, relu=False):
 #             dw in 32 splits (33.0 -> 24.3 at 1024 with the partial sums; from 4096 rows,
 #             from x transposed, 265.3 -> 119.0 at 8192)
 #   tf32      fwd 64x64x64, from 4096 rows 128x64x32; dw 128x128 tiles in 16 splits (from
-#             4096 rows 64x128 tiles in 8 splits from x transposed: 248.2 -> 68.4 at 8192)
+#             4096 rows 128x64 tiles in 8 splits from x transposed: 248.2 -> 68.4 at 8192)
 #   bfloat16  as tf32, but the forward from 4096 rows 64x128x32, and dw there in 32-row steps
 #             and 16 splits: 146.3 -> 43.1 us at 8192
 # dw's splits give the GPU enough programs: its (K, N) tiles alone are 14 to 200. "x_transposed":
