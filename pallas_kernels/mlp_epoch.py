@@ -21,7 +21,10 @@ A step runs these phases, with a grid barrier between two:
             units; then the tile's own step and its partial dA_l (if l > 0)
   B_l       per tile, l = L-3 .. 0: g = (sum of dA_{l+1}'s partials) * [a_{l+1} > 0]; dA_l (if
             l > 0); W_l -= lr * a_l^T g; the k-tile-0 program updates the bias
-That is L + max(L - 2, 0) barriers a step (1, 2, 4 for depths 1, 2, 3). Most scratch needs no
+That is L + max(L - 2, 0) barriers a step (1, 2, 4 for depths 1, 2, 3). With two layers and
+one k-tile in layer 0 (the regression nets' 32 inputs), F_0 and F_1 run as one phase
+(``Plan.merged``): one barrier a step. The mse head's one output is exchanged as vectors of
+rows, not as tiles of which one column is real. Most scratch needs no
 double-buffering: it is next written at least one barrier after its last reader passed. The
 exceptions alternate between two copies by step parity: the last layer's weights and bias
 (read by every program in the phase where their owners step them) and its partial outputs
@@ -111,6 +114,18 @@ class Plan:
   def tiles(self, l: int) -> int:
     return self.k_tiles(l) * self.n_tiles(l)
 
+  @property
+  def merged(self) -> bool:
+    """Two layers and one input tile per unit tile of layer 0: the program of layer 0's tile
+    (0, nt) has its units' whole pre-activations, and owns the last layer's rows they feed
+    (tile nt of both layers), so F_0 and F_1 run as one phase and a step needs one barrier."""
+    return self.layers == 2 and self.k_tiles(0) == 1
+
+  @property
+  def vector_out(self) -> bool:
+    """The mse head's one output: its partial sums are exchanged as vectors of rows."""
+    return self.head == "mse"
+
   def work_per_program(self) -> float:
     """Multiply-adds of one pass (the forward products) per program, padding included."""
     return sum(self.tiles(l) * self.rows * self.block_k(l) * self.block_n(l)
@@ -170,6 +185,8 @@ def scratch_shapes(plan: Plan, dtype) -> dict:
   L, R = plan.layers, plan.rows
   s = {f"part{l}": (plan.k_tiles(l) * R, plan.widths[l + 1]) for l in range(L - 1)}
   s[f"part{L - 1}"] = (2 * plan.k_tiles(L - 1) * R, plan.widths[-1])  # By step parity.
+  if plan.vector_out:
+    s[f"part{L - 1}"] = (2 * plan.k_tiles(L - 1) * R,)
   s.update({f"act{l}": (R, plan.widths[l]) for l in range(1, L)})
   s.update({f"dact{l}": (plan.n_tiles(l) * R, plan.widths[l]) for l in range(1, L - 1)})
   shapes = {k: jax.ShapeDtypeStruct(v, dtype) for k, v in s.items()}
@@ -222,9 +239,13 @@ def _inputs(plan, x_ref, s, k0, bk):
 
 
 def _sum_parts(ref, n_parts, rows, c0, bc, r0=0):
-  """sum over p of ref[r0 + p * rows:..., c0:c0 + bc], in order p = 0, 1, ...
-  Unrolled up to 32 parts, so that all the loads are in flight at once."""
-  load = lambda p: common.load_tile(ref, r0 + p * rows, c0, rows, bc, volatile=True)
+  """sum over p of ref[r0 + p * rows:..., c0:c0 + bc], in order p = 0, 1, ... (of a 1-D ref:
+  ref[r0 + p * rows:...], rows long). Unrolled up to 32 parts, so that all the loads are in
+  flight at once."""
+  if len(ref.shape) == 1:
+    load = lambda p: common.load_vec(ref, r0 + p * rows, rows, volatile=True)
+  else:
+    load = lambda p: common.load_tile(ref, r0 + p * rows, c0, rows, bc, volatile=True)
   if n_parts <= 32:
     parts = [load(p) for p in range(n_parts)]
     total = parts[0]
@@ -309,11 +330,27 @@ def _update(plan, st, io, name, r0, c0, grad, w=None, out_c0=None):
   _store(ref, r0, c0 if out_c0 is None else out_c0, w - io["lr"][...] * direction)
 
 
+def _store_partial(plan, st, l, kt, n0, a, w, s):
+  """Tile (kt, .) of layer l's partial product a @ w into ``part{l}``: the last layer's by step
+  parity, the mse head's one output as a vector of rows."""
+  r0 = kt * plan.rows
+  if l == plan.layers - 1:
+    r0 += _parity(s) * (plan.k_tiles(l) * plan.rows)
+  if l == plan.layers - 1 and plan.vector_out:
+    w0 = jnp.sum(jnp.where(jnp.arange(w.shape[1])[None, :] == 0, w, 0.0), axis=1)
+    common.store_vec(st[f"part{l}"], r0, jnp.sum(a * w0[None, :], axis=1))
+  else:
+    common.store_tile(st[f"part{l}"], r0, n0, _product(plan, l, a, w))
+
+
+def _weight_tile(plan, st, l, k0, n0, s):
+  w_c0, _ = _weight_cols(plan, l, s)
+  return common.load_tile(st[f"w{l}"], k0, w_c0 + n0, plan.block_k(l), plan.block_n(l))
+
+
 def forward_phase(plan, st, io, l, pid, s):
   """F_l: every tile's partial product into ``part{l}``."""
-  bk, bn = plan.block_k(l), plan.block_n(l)
-  w_c0, _ = _weight_cols(plan, l, s)
-  r0 = _parity(s) * (plan.k_tiles(l) * plan.rows) if l == plan.layers - 1 else 0
+  bk = plan.block_k(l)
 
   def tile(kt, nt, k0, n0):
     if l == 0:
@@ -324,9 +361,23 @@ def forward_phase(plan, st, io, l, pid, s):
       @pl.when(nt == 0)  # One program per input tile keeps it for the backward pass.
       def _():
         common.store_tile(st[f"act{l}"], 0, k0, a)
-    w = common.load_tile(st[f"w{l}"], k0, w_c0 + n0, bk, bn)
-    common.store_tile(st[f"part{l}"], r0 + kt * plan.rows, n0, _product(plan, l, a, w))
+    _store_partial(plan, st, l, kt, n0, a, _weight_tile(plan, st, l, k0, n0, s), s)
   _for_tiles(plan, pid, l, tile)
+
+
+def merged_forward_phase(plan, st, io, pid, s):
+  """F_0 and F_1 as one phase (``plan.merged``): tile (0, nt) of layer 0 holds its units'
+  whole pre-activations, so its program forms their activations and, as the owner of the last
+  layer's tile nt (those units' rows), that tile's partial outputs."""
+  def tile(kt, nt, k0, n0):
+    x = _inputs(plan, io["x"], s, k0, plan.block_k(0))
+    z = common.dot(x, _weight_tile(plan, st, 0, k0, n0, s), plan.precision)
+    if plan.bias:
+      z += common.load_vec(st["b0"], n0, plan.block_n(0))[None, :]
+    a = jnp.where(_row_ok(plan)[:, None], jnp.maximum(z, 0.0), 0.0)
+    common.store_tile(st["act1"], 0, n0, a)
+    _store_partial(plan, st, 1, nt, 0, a, _weight_tile(plan, st, 1, n0, 0, s), s)
+  _for_tiles(plan, pid, 0, tile)
 
 
 def _head(plan, st, io, s):
@@ -335,9 +386,10 @@ def _head(plan, st, io, s):
   bc, ok = plan.block_n(L - 1), _row_ok(plan)
   par = _parity(s)
   z = _sum_parts(st[f"part{L - 1}"], plan.k_tiles(L - 1), R, 0, bc,
-                 r0=par * (plan.k_tiles(L - 1) * R))
+                 r0=par * (plan.k_tiles(L - 1) * R))  # (R, bc); (R,) for the mse head.
   if plan.bias:  # Alternates between two rows by step parity, as the last weights do.
-    z += common.load_tile(st[f"b{L - 1}"], par, 0, 1, bc, volatile=True)
+    b = common.load_tile(st[f"b{L - 1}"], par, 0, 1, bc, volatile=True)
+    z += jnp.sum(b) if plan.vector_out else b  # One output: the (1, bc) tile's one value.
   cols = jnp.arange(bc)
   if plan.head == "xent":
     z = jnp.where(cols[None, :] < c, z, -jnp.inf)
@@ -349,8 +401,7 @@ def _head(plan, st, io, s):
     correct = jnp.sum(jnp.where(ok, correct, 0))
   else:
     y = common.load_vec(io["y"], s * plan.batch, R).astype(z.dtype)
-    pred = jnp.sum(jnp.where(cols[None, :] == 0, z, 0.0), axis=1)  # Column 0 (no value slices
-    diff = jnp.where(ok, pred - y, 0.0)  # in the Triton lowering).
+    diff = jnp.where(ok, z - y, 0.0)
     loss = diff * diff
     g = jnp.where(cols[None, :] == 0, (2.0 / plan.batch) * diff[:, None], 0.0)
     correct = jnp.zeros((), jnp.int32)
@@ -435,7 +486,10 @@ def backward_phase(plan, st, io, l, pid, s):
 def phases(plan: Plan):
   """The step's phases in order, each ``fn(st, io, pid, s)``, a grid barrier between two."""
   L = plan.layers
-  out = [functools.partial(forward_phase, plan, l=l) for l in range(L)]
+  if plan.merged:
+    out = [functools.partial(merged_forward_phase, plan)]
+  else:
+    out = [functools.partial(forward_phase, plan, l=l) for l in range(L)]
   out.append(functools.partial(top_phase, plan))
   out += [functools.partial(backward_phase, plan, l=l) for l in range(L - 3, -1, -1)]
   return [lambda st, io, pid, s, f=f: f(st, io, pid=pid, s=s) for f in out]

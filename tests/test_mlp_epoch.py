@@ -27,6 +27,16 @@ CASES = [((20, 70, 10), 7, "sgd", 3), ((20, 10), 1, "sgd", 1), ((33, 40, 17, 3),
          ((8, 24, 30, 1), 6, "sgd", 3), ((12, 40, 1), 5, "momentum", 2), ((9, 1), 4, "sgd", 1)]
 
 
+def test_one_barrier_a_step_where_layer_0_has_one_input_tile():
+  """Two layers whose inputs fit one tile (the regression nets, (20, 70, 10) and (12, 40, 1)
+  above) run F_0 and F_1 as one phase; the MLP's 784 inputs take several tiles."""
+  plan = lambda widths, head: mlp_epoch.make_plan(widths, 256, 1, head=head)
+  assert plan((32, 256, 1), "mse").merged and len(mlp_epoch.phases(plan((32, 256, 1), "mse"))) == 2
+  assert plan((20, 70, 10), "xent").merged and plan((12, 40, 1), "mse").merged
+  assert not plan((784, 256, 10), "xent").merged
+  assert not plan((32, 256, 256, 1), "mse").merged  # Three layers.
+
+
 @pytest.mark.parametrize("widths,batch,optimizer,programs", CASES)
 def test_float64_trajectory_matches_xla(widths, batch, optimizer, programs):
   head = "mse" if widths[-1] == 1 else "xent"
