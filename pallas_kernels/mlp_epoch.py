@@ -184,9 +184,8 @@ def state_names(plan: Plan) -> list[str]:
 def scratch_shapes(plan: Plan, dtype) -> dict:
   L, R = plan.layers, plan.rows
   s = {f"part{l}": (plan.k_tiles(l) * R, plan.widths[l + 1]) for l in range(L - 1)}
-  s[f"part{L - 1}"] = (2 * plan.k_tiles(L - 1) * R, plan.widths[-1])  # By step parity.
-  if plan.vector_out:
-    s[f"part{L - 1}"] = (2 * plan.k_tiles(L - 1) * R,)
+  s[f"part{L - 1}"] = ((2 * plan.k_tiles(L - 1) * R,) if plan.vector_out  # By step parity.
+                       else (2 * plan.k_tiles(L - 1) * R, plan.widths[-1]))
   s.update({f"act{l}": (R, plan.widths[l]) for l in range(1, L)})
   s.update({f"dact{l}": (plan.n_tiles(l) * R, plan.widths[l]) for l in range(1, L - 1)})
   shapes = {k: jax.ShapeDtypeStruct(v, dtype) for k, v in s.items()}
@@ -259,8 +258,14 @@ def _hidden(plan, st, l, k0, bk):
   """relu(pre-activation) of hidden layer l's units k0..k0+bk (l >= 1), from layer l-1's
   partials, plus the bias."""
   z = _sum_parts(st[f"part{l - 1}"], plan.k_tiles(l - 1), plan.rows, k0, bk)
+  return _activation(plan, st, l - 1, z, k0, volatile=True)
+
+
+def _activation(plan, st, l, z, n0, volatile):
+  """relu(z + layer l's bias for units n0..), zeros in padded rows. ``volatile``: the bias was
+  stepped by another program."""
   if plan.bias:
-    z += common.load_vec(st[f"b{l - 1}"], k0, bk, volatile=True)[None, :]
+    z += common.load_vec(st[f"b{l}"], n0, z.shape[1], volatile=volatile)[None, :]
   return jnp.where(_row_ok(plan)[:, None], jnp.maximum(z, 0.0), 0.0)
 
 
@@ -302,13 +307,22 @@ def _product(plan, l, a, b, trans_a=False, trans_b=False):
   sums are float32 at every precision."""
   if l < plan.layers - 1 or plan.widths[-1] > 1:
     return common.dot(a, b, plan.precision, trans_a=trans_a, trans_b=trans_b)
-  col0 = lambda t: jnp.sum(jnp.where(jnp.arange(t.shape[1])[None, :] == 0, t, 0.0), axis=1)
   first = lambda v, n: jnp.where(jnp.arange(n)[None, :] == 0, v[:, None], 0.0)
   if trans_b:  # g @ w^T, g and w real in column 0 only: an outer product.
-    return col0(a)[:, None] * col0(b)[None, :]
+    return _col0(a)[:, None] * _col0(b)[None, :]
   if trans_a:  # a^T g, g real in column 0 only.
-    return first(jnp.sum(a * col0(b)[:, None], axis=0), b.shape[1])
-  return first(jnp.sum(a * col0(b)[None, :], axis=1), b.shape[1])  # a @ w, w real in column 0.
+    return first(jnp.sum(a * _col0(b)[:, None], axis=0), b.shape[1])
+  return first(_one_output(a, b), b.shape[1])
+
+
+def _col0(t):
+  """Column 0 of a tile (the Triton lowering has no value slices)."""
+  return jnp.sum(jnp.where(jnp.arange(t.shape[1])[None, :] == 0, t, 0.0), axis=1)
+
+
+def _one_output(a, w):
+  """a @ w for w real in column 0 only, as a vector of rows."""
+  return jnp.sum(a * _col0(w)[None, :], axis=1)
 
 
 def _with_momentum(plan, st, io, name, r0, c0, grad):
@@ -337,8 +351,7 @@ def _store_partial(plan, st, l, kt, n0, a, w, s):
   if l == plan.layers - 1:
     r0 += _parity(s) * (plan.k_tiles(l) * plan.rows)
   if l == plan.layers - 1 and plan.vector_out:
-    w0 = jnp.sum(jnp.where(jnp.arange(w.shape[1])[None, :] == 0, w, 0.0), axis=1)
-    common.store_vec(st[f"part{l}"], r0, jnp.sum(a * w0[None, :], axis=1))
+    common.store_vec(st[f"part{l}"], r0, _one_output(a, w))
   else:
     common.store_tile(st[f"part{l}"], r0, n0, _product(plan, l, a, w))
 
@@ -372,9 +385,7 @@ def merged_forward_phase(plan, st, io, pid, s):
   def tile(kt, nt, k0, n0):
     x = _inputs(plan, io["x"], s, k0, plan.block_k(0))
     z = common.dot(x, _weight_tile(plan, st, 0, k0, n0, s), plan.precision)
-    if plan.bias:
-      z += common.load_vec(st["b0"], n0, plan.block_n(0))[None, :]
-    a = jnp.where(_row_ok(plan)[:, None], jnp.maximum(z, 0.0), 0.0)
+    a = _activation(plan, st, 0, z, n0, volatile=False)  # Its own units' bias.
     common.store_tile(st["act1"], 0, n0, a)
     _store_partial(plan, st, 1, nt, 0, a, _weight_tile(plan, st, 1, n0, 0, s), s)
   _for_tiles(plan, pid, 0, tile)
