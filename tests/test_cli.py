@@ -229,3 +229,12 @@ def test_holdout_scores_on_training_images_not_the_test_set(real_data_dir):
   assert (r["n_train"], r["n_test"], r["evaluated_on"]) == (1000, 200, "holdout")
   with pytest.raises(config.ConfigError, match="leaves no training examples"):
     runner.run(dataclasses.replace(cfg, holdout=1200), log=lambda s: None)
+
+
+@pytest.mark.skipif(__import__("jax").devices()[0].platform == "gpu",
+                    reason="on a GPU the script measures instead")
+def test_cluster_exchange_without_a_hopper_gpu_is_one_line():
+  p = run_cli(script="experiments.cluster_exchange")
+  assert p.returncode != 0 and "Traceback" not in p.stderr
+  lines = [l for l in p.stderr.splitlines() if l.strip()]
+  assert len(lines) == 1 and "needs an NVIDIA Hopper" in lines[0], p.stderr

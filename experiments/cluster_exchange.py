@@ -1,0 +1,116 @@
+"""What an exchange between the CTAs of one thread-block cluster costs (Pallas Mosaic GPU,
+Hopper): the measurement behind docs/PERFORMANCE.md's "Mosaic GPU clusters".
+
+  python -m experiments.cluster_exchange                       # 128 floats, clusters of 2-16
+  python -m experiments.cluster_exchange --floats=128,1024 --clusters=4,8
+
+Each of the C CTAs of one cluster runs ``--steps`` steps: it writes a vector to its shared
+memory (two buffers, by step parity), arrives on a cluster barrier (an mbarrier in every CTA,
+signalled by every CTA), waits, then reads every CTA's vector through distributed shared memory
+and adds them up in a fixed order. Each step's written values depend on the last step's sums, so
+the steps form one chain, and every sum is checked: a wrong value would mean the barrier let a
+read overtake a write. The cost a step is the difference between launches of ``--steps`` and
+1,000 steps, over the difference in steps (median of ``--repeats`` launches each), so the launch
+itself drops out. The grid-wide barrier of the epoch kernel (Triton, every SM) costs 0.66 to 0.90
+us alone; this is the cheaper exchange a one-cluster design would use.
+"""
+
+import functools
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+from absl import app, flags, logging
+from jax import lax
+
+_FLOATS = flags.DEFINE_list("floats", ["128"], "Floats each CTA writes and every CTA reads.")
+_CLUSTERS = flags.DEFINE_list("clusters", ["2", "4", "8", "16"], "Cluster sizes (CTAs).")
+_STEPS = flags.DEFINE_integer("steps", 11_000, "Steps of the long launch (the short has 1,000).")
+_REPEATS = flags.DEFINE_integer("repeats", 15, "Timed launches of each (median).")
+
+SHORT = 1_000
+
+
+def exchange(cluster: int, steps: int, floats: int):
+  """A jitted kernel of ``steps`` exchanges among ``cluster`` CTAs; returns, per CTA, how many
+  sums were wrong in each lane (zeros if every exchange read what was written)."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+
+  @functools.partial(
+      plgpu.kernel,
+      out_type=jax.ShapeDtypeStruct((cluster, floats), jnp.float32),
+      grid=(1,), grid_names=("grid",), cluster=(cluster,), cluster_names=("cta",),
+      # Two whole buffers rather than one (2, floats) array: a peer's view of a row picked by a
+      # traced index did not lower in jax 0.11.2.
+      scratch_types=[plgpu.SMEM((floats,), jnp.float32), plgpu.SMEM((floats,), jnp.float32),
+                     plgpu.ClusterBarrier(collective_axes=("cta",), num_barriers=2)])
+  def kernel(out_ref, even, odd, barrier):
+    me = lax.axis_index("cta").astype(jnp.float32)
+    ctas_sum = float(cluster * (cluster - 1) // 2)
+
+    def one_step(s, slot, buf, carry):
+      drift, wrong = carry
+      s = s.astype(jnp.float32)
+      buf[...] = drift + s * cluster + me  # drift is 0 while every sum is right.
+      plgpu.barrier_arrive(barrier.at[slot])
+      plgpu.barrier_wait(barrier.at[slot])
+      total = plgpu.cluster_ref(buf, {"cta": 0})[...]
+      for peer in range(1, cluster):
+        total = total + plgpu.cluster_ref(buf, {"cta": peer})[...]
+      want = s * (cluster * cluster) + ctas_sum
+      return total - want, wrong + jnp.where(total != want, 1.0, 0.0)
+
+    def two_steps(i, carry):  # Even steps write one buffer, odd steps the other.
+      carry = one_step(2 * i, 0, even, carry)
+      return one_step(2 * i + 1, 1, odd, carry)
+
+    zeros = jnp.zeros((floats,), jnp.float32)
+    drift, wrong = lax.fori_loop(0, steps // 2, two_steps, (zeros, zeros))
+    out_ref[lax.axis_index("cta")] = wrong + jnp.abs(drift)
+
+  return jax.jit(kernel)
+
+
+def median_seconds(fn, repeats: int) -> float:
+  jax.block_until_ready(fn())  # Compile and warm up.
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    times.append(time.perf_counter() - t0)
+  return statistics.median(times)
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  d = jax.devices()[0]
+  cc = getattr(d, "compute_capability", None)
+  if d.platform != "gpu" or cc is None or float(cc) < 9.0:
+    sys.exit(f"error: cluster_exchange needs an NVIDIA Hopper (or newer) GPU for Mosaic GPU "
+             f"clusters; this machine has {d.platform}: {d.device_kind}")
+  if _STEPS.value <= SHORT or _STEPS.value % 2:
+    sys.exit(f"error: --steps must be an even number above {SHORT}, got {_STEPS.value}")
+  print(f"device {d.device_kind}; jax {jax.__version__}; {_STEPS.value} and {SHORT} steps, "
+        f"median of {_REPEATS.value} launches")
+  print(f"{'CTAs':>4s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s} {'KB read/CTA':>11s}")
+  for floats in map(int, _FLOATS.value):
+    for cluster in map(int, _CLUSTERS.value):
+      try:
+        long_run = exchange(cluster, _STEPS.value, floats)
+        wrong = float(jnp.sum(long_run()))
+        short = median_seconds(exchange(cluster, SHORT, floats), _REPEATS.value)
+        us = 1e6 * (median_seconds(long_run, _REPEATS.value) - short) / (_STEPS.value - SHORT)
+        print(f"{cluster:4d} {floats:6d} {us:8.3f} {wrong:6.0f} "
+              f"{cluster * floats * 4 / 1024:11.1f}", flush=True)
+      except Exception as e:  # noqa: BLE001 -- a size the hardware or lowering refuses.
+        print(f"{cluster:4d} {floats:6d}   failed: {type(e).__name__}: "
+              f"{str(e).splitlines()[0][:150]}", flush=True)
+        if "launch failure" in str(e):  # The CUDA context is gone: nothing after can run.
+          sys.exit("error: a launch failed; later sizes need a fresh process")
+
+
+if __name__ == "__main__":
+  app.run(main)
