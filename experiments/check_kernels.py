@@ -17,7 +17,7 @@ import functools
 
 from jaxshallow import fused_epoch, mlp, models, train
 from jaxshallow import numpy_cnn
-from pallas_kernels import (common, conv, conv_pool, dense, dense_xent, max_pool, mlp_epoch,
+from pallas_kernels import (common, conv, conv_pool, conv_stack, dense, dense_xent, max_pool, mlp_epoch,
                             mse, population_step, softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
@@ -38,6 +38,8 @@ BLOCKS = [None, (("block_m", 16), ("block_n", 16), ("block_k", 16)),
 XENT_SHAPES = [(1, 10), (37, 10), (64, 3), (1000, 10), (64, 1000), (8192, 10)]
 CONV_SHAPES = [(1, 28, 1, 16), (3, 28, 1, 16), (64, 28, 1, 16), (64, 26, 16, 32), (3, 26, 16, 32),
                (3, 11, 5, 7), (256, 26, 16, 32)]
+# (n, h, c0, c1, c2): the CNN's two convolutions at batch 1 and 64, odd sizes, 3 input channels.
+CONV_STACK_SHAPES = [(1, 28, 1, 16, 32), (64, 28, 1, 16, 32), (3, 13, 1, 5, 7), (2, 12, 3, 6, 2)]
 CONV_BLOCKS = [None, (("block_p", 32), ("splits", 8)), (("block_p", 128), ("splits", 16))]
 
 
@@ -153,6 +155,44 @@ def conv_pool_error(rng, n, h, cin, cout, precision, interpret):
   return max(rel_err(y, y64.reshape(y.shape)), *(rel_err(a, r) for a, r in zip(grads, ref)))
 
 
+def conv_stack_error(rng, n, h, c0, c1, c2, precision, interpret):
+  """conv + ReLU, conv + ReLU + pool (the lower dw from inside the upper dx kernel) against
+  float64, following the kernels' own ReLU mask and window choices, as conv_pool_error does."""
+  x = rng.standard_normal((n, h, h, c0), np.float32)
+  w1 = (rng.standard_normal((3, 3, c0, c1)) / np.sqrt(9 * c0)).astype(np.float32)
+  b1 = (0.1 * rng.standard_normal(c1)).astype(np.float32)
+  w2 = (rng.standard_normal((3, 3, c1, c2)) / np.sqrt(9 * c1)).astype(np.float32)
+  b2 = (0.1 * rng.standard_normal(c2)).astype(np.float32)
+  p = (h - 4) // 2
+  dy = rng.standard_normal((n, p, p, c2), np.float32)
+  op = lambda *a: conv_stack.conv_stack(*a, precision, None, interpret)
+  y, grads = jax.jit(lambda *a: (op(*a[:5]), jax.vjp(op, *a[:5])[1](a[5])))(
+      x, w1, b1, w2, b2, dy)
+  lower = conv.config(precision, None)
+  fwd, _ = conv_pool._config(precision, None)
+  y1 = conv.conv_fwd(x, w1, b1, precision=precision, block_p=lower["fwd_p"],
+                     num_warps=lower["fwd_warps"], interpret=interpret)
+  arg = np.asarray(conv_pool.conv_relu_pool_fwd(y1, w2, b2, precision=precision,
+                                                interpret=interpret, **fwd)[1])
+  mask, arg = np.asarray(y1) > 0, arg.reshape(n, p, p, c2)
+  chosen = np.where(arg >= 0, dy.astype(np.float64), 0.0)
+  g2 = numpy_cnn.max_pool_backward(chosen, np.maximum(arg, 0), (n, h - 4, h - 4, c2))
+  conv64 = lambda a, w: jax.lax.conv_general_dilated(
+      a, w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+  with jax.enable_x64(True), jax.default_device(jax.devices("cpu")[0]):
+    def pre2(w1, b1, w2, b2):  # The upper pre-activation, through the kernel's lower mask.
+      a1 = jnp.where(mask, conv64(jnp.asarray(x, jnp.float64), w1) + b1, 0.0)
+      return conv64(a1, w2) + b2
+    args64 = [jnp.asarray(a, jnp.float64) for a in (w1, b1, w2, b2)]
+    z2, vjp = jax.vjp(pre2, *args64)
+    ref = [np.asarray(r) for r in vjp(jnp.asarray(g2))]
+    y64, _ = numpy_cnn.max_pool(np.maximum(np.asarray(z2), 0.0))
+  errs = [rel_err(y, y64.reshape(y.shape)), *(rel_err(a, r) for a, r in zip(grads[1:], ref))]
+  if np.any(np.asarray(grads[0])):
+    errs.append(np.inf)  # x is data: its cotangent must be zero.
+  return max(errs)
+
+
 def conv_cases(rng, interpret):
   """conv+ReLU and max-pool, forward and gradients, against the NumPy im2col reference."""
   for n, h, cin, cout in CONV_SHAPES:
@@ -176,6 +216,10 @@ def conv_cases(rng, interpret):
     for precision in TOLERANCE:
       yield (f"conv+relu+pool n={n} h={h} cin={cin} cout={cout}", precision,
              conv_pool_error(rng, n, h, cin, cout, precision, interpret))
+  for n, h, c0, c1, c2 in CONV_STACK_SHAPES:
+    for precision in TOLERANCE:
+      yield (f"conv stack n={n} h={h} c={c0},{c1},{c2}", precision,
+             conv_stack_error(rng, n, h, c0, c1, c2, precision, interpret))
   for n, h, c in [(1, 24, 32), (64, 24, 32), (3, 7, 5), (256, 24, 32)]:
     x = rng.standard_normal((n, h, h, c), np.float32)
     dy = rng.standard_normal((n, h // 2, h // 2, c), np.float32)

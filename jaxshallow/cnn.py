@@ -28,13 +28,12 @@ def init_cnn(key, image_size: int = 28, n_classes: int = 10, dtype=jnp.float32):
 
 def cnn_features(params, x, ops: ops_lib.Ops | None = None):
   """The input of the dense head: images (B, H, W) or (B, H, W, 1) through conv, conv, pool,
-  flattened (NHWC order)."""
+  flattened (NHWC order). The images get no gradient."""
   ops = ops or ops_lib.get_ops("xla")
   if x.ndim == 3:
     x = x[..., None]
   conv1, conv2, _ = params
-  x = ops.conv_relu(x, conv1["w"], conv1["b"])
-  x = ops.conv_relu_pool(x, conv2["w"], conv2["b"])
+  x = ops.conv_stack(x, conv1["w"], conv1["b"], conv2["w"], conv2["b"])
   return x.reshape(x.shape[0], -1)
 
 

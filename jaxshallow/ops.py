@@ -1,7 +1,7 @@
 """The small set of ops every model is written against, one implementation per ``impl``.
 
 Models call ``ops.dense``, ``ops.conv_relu``, ``ops.max_pool``, ``ops.conv_relu_pool``,
-``ops.softmax_cross_entropy`` and ``ops.mse``, never jnp products directly, so the Pallas kernels
+``ops.conv_stack``, ``ops.softmax_cross_entropy`` and ``ops.mse``, never jnp products directly, so the Pallas kernels
 slot in without touching model code. Images are NHWC, convolution weights HWIO.
 
 Precision modes, for the matrix products and convolutions only (everything else stays float32):
@@ -36,6 +36,10 @@ class Ops(NamedTuple):
   # (x NHWC, w HWIO, b) -> max_pool(conv_relu(x, w, b)), which the Pallas impl runs as one kernel
   # (the convolution's output never reaches memory).
   conv_relu_pool: Callable
+  # (x NHWC, w1, b1, w2, b2) -> conv_relu_pool(conv_relu(x, w1, b1), w2, b2) with x as data (no
+  # gradient): the CNN's features. The Pallas impl computes the lower dw inside the kernel of
+  # the upper dx, so that dx never reaches memory.
+  conv_stack: Callable
 
 
 def _product_args(precision: str, *operands):
@@ -76,6 +80,11 @@ def conv_relu_pool(x, w, b, *, precision: str = "float32"):
   return max_pool(conv_relu(x, w, b, precision=precision))
 
 
+def conv_stack(x, w1, b1, w2, b2, *, precision: str = "float32"):
+  x = lax.stop_gradient(x)
+  return conv_relu_pool(conv_relu(x, w1, b1, precision=precision), w2, b2, precision=precision)
+
+
 def softmax_cross_entropy(logits, labels):
   """Mean of ``logsumexp(z) - z[label]`` (max-shifted, so finite for logits of any size) and the
   number of rows whose argmax is the label."""
@@ -101,7 +110,8 @@ def get_ops(impl: str = "xla", precision: str = "float32", blocks: str | None = 
     return Ops(functools.partial(dense, precision=precision), softmax_cross_entropy,
                functools.partial(conv_relu, precision=precision), max_pool, mse,
                functools.partial(dense_softmax_cross_entropy, precision=precision),
-               functools.partial(conv_relu_pool, precision=precision))
+               functools.partial(conv_relu_pool, precision=precision),
+               functools.partial(conv_stack, precision=precision))
   if impl == "pallas":
     return pallas_ops(precision, blocks=blocks)
   raise ValueError(f"no JAX ops for impl {impl!r}; choose xla or pallas (numpy has its own module)")
@@ -112,8 +122,9 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
   """The ops of ``pallas_kernels``; ``interpret=None`` compiles on GPUs and interprets
   elsewhere. ``blocks`` sets the dense kernels' block sizes (``pallas_kernels.parse_blocks``)."""
   # Imported here: Pallas is needed only by this impl.
-  from pallas_kernels import (autotune, common, conv, conv_pool, dense as dense_k, dense_xent,
-                              max_pool as pool_k, mse as mse_k, parse_blocks, softmax_xent)
+  from pallas_kernels import (autotune, common, conv, conv_pool, conv_stack, dense as dense_k,
+                              dense_xent, max_pool as pool_k, mse as mse_k, parse_blocks,
+                              softmax_xent)
   if interpret is None:
     interpret = common.interpret_default()
   fixed = parse_blocks(blocks)
@@ -138,4 +149,6 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
              mse=lambda pred, target: mse_k.mse(pred, target, None, interpret),
              dense_softmax_cross_entropy=head_op,
              conv_relu_pool=lambda x, w, b: conv_pool.conv_relu_pool(x, w, b, precision, None,
-                                                                     interpret))
+                                                                     interpret),
+             conv_stack=lambda x, w1, b1, w2, b2: conv_stack.conv_stack(
+                 x, w1, b1, w2, b2, precision, None, interpret))

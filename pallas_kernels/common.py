@@ -61,6 +61,23 @@ def sum_parts(parts):
   return total
 
 
+def sum_many_parts(parts, group: int = 16):
+  """``parts.sum(0)`` in a fixed order for many parts: each run of ``group`` parts first, then
+  those sums. One chain over hundreds of small parts leaves each output element a long serial
+  chain of loads (H100: 704 parts of 160 floats took 9.8 us); the barrier keeps XLA from fusing
+  the two levels back into one such chain."""
+  n = parts.shape[0]
+  if n <= 2 * group:
+    return sum_parts(parts)
+  pad = -n % group
+  parts = jnp.concatenate([parts, jnp.zeros((pad, *parts.shape[1:]), parts.dtype)])
+  runs = parts.reshape(-1, group, *parts.shape[1:])
+  total = runs[:, 0]
+  for i in range(1, group):
+    total = total + runs[:, i]
+  return sum_parts(jax.lax.optimization_barrier(total))
+
+
 def fixed_order_sum(v):
   """``v.sum()`` of a 1-D array (a batch's row losses, an epoch's step losses) as chains of
   elementwise adds. XLA may compile a float reduction to a fusion whose tiling it autotunes per

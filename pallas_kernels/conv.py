@@ -182,12 +182,12 @@ def conv_fwd_kernel(x_ref, w_ref, b_ref, y_ref, *, h, w, cin, cout, block_p, pre
   common.store_tile(y_ref, b * oh_n * ow_n + pl.program_id(1) * block_p, 0, acc, row_ok=ok)
 
 
-def conv_dx_kernel(g_ref, w_ref, dx_ref, *, h, w, cin, cout, block_p, precision, wide):
+def dx_tile(g_ref, w_ref, b, p, ok, *, h, w, cin, cout, precision, wide):
+  """dx at input pixels p of image b (images h x w): a (len(p), cin_p) tile, zeros where not
+  ok. Shared with ``conv_stack``, whose kernel goes on from it to the layer below's dw."""
   oh_n, ow_n = h - 2, w - 2
-  b, p = pl.program_id(0), pl.program_id(1) * block_p + jnp.arange(block_p)
-  ok = p < h * w
   ih, iw = p // w, p % w
-  acc = jnp.zeros((block_p, _pad(cin)), common.acc_dtype(g_ref.dtype))
+  acc = jnp.zeros((p.shape[0], _pad(cin)), common.acc_dtype(g_ref.dtype))
   # Vector loads of g made the FMA units' product 3.4x slower here (H100, conv2: 123 against 36
   # us, at every block size tried); the tensor-core products 2x faster. On the GPU float32 dx
   # runs on the tensor cores (FLOAT32_DX); the FMA form is what interpret mode runs.
@@ -198,6 +198,14 @@ def conv_dx_kernel(g_ref, w_ref, dx_ref, *, h, w, cin, cout, block_p, precision,
     tap_ok = ok[:, None] & (oh >= 0) & (oh < oh_n) & (ow >= 0) & (ow < ow_n)
     g = _tap_tile(g_ref, b * oh_n * ow_n + oh * ow_n + ow, tap_ok, co, col_ok)
     acc += common.dot(g, _weight_rows_t(w_ref, group, cin, cout, vector), precision)
+  return acc
+
+
+def conv_dx_kernel(g_ref, w_ref, dx_ref, *, h, w, cin, cout, block_p, precision, wide):
+  b, p = pl.program_id(0), pl.program_id(1) * block_p + jnp.arange(block_p)
+  ok = p < h * w
+  acc = dx_tile(g_ref, w_ref, b, p, ok, h=h, w=w, cin=cin, cout=cout, precision=precision,
+                wide=wide)
   common.store_tile(dx_ref, b * h * w + pl.program_id(1) * block_p, 0, acc, row_ok=ok)
 
 
@@ -297,12 +305,18 @@ def conv_dw(x, g, y=None, *, precision="float32", block_p=64, splits=128, num_wa
       grid=(len(groups), splits), compiler_params=common.compiler_params(num_warps, num_stages),
       interpret=interpret, name="conv_dw")(
           x.reshape(-1, cin), g.reshape(-1, cout), *([] if y is None else [y.reshape(-1, cout)]))
+  return sum_dw_parts(dw_parts, db_parts, cin, cout)
+
+
+def sum_dw_parts(dw_parts, db_parts, cin, cout, add=common.sum_parts):
+  """dw (3, 3, cin, cout) and db from partial tiles laid out by ``_groups`` (rows (tap, ci) of
+  each part, padded), added up in a fixed order by ``add``."""
+  parts = db_parts.shape[0]
   if cin == 1:
-    dw_parts = dw_parts.reshape(splits, 16, cout_p)[:, :9, :cout]
+    dw_parts = dw_parts.reshape(parts, 16, -1)[:, :9, :cout]
   else:
-    dw_parts = dw_parts.reshape(splits, 9, _pad(cin), cout_p)[:, :, :cin, :cout]
-  return (common.sum_parts(dw_parts.reshape(splits, 3, 3, cin, cout)),
-          common.sum_parts(db_parts[:, :cout]))
+    dw_parts = dw_parts.reshape(parts, 9, _pad(cin), -1)[:, :, :cin, :cout]
+  return add(dw_parts.reshape(parts, 3, 3, cin, cout)), add(db_parts[:, :cout])
 
 
 # The differentiable op -------------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""Two 3x3 valid convolutions with bias and ReLU, then a 2x2 max-pool: the CNN's features, with
+the lower convolution's weight gradient fused into the upper one's input gradient.
+
+Run as two ops, the backward writes the upper convolution's input gradient (batch 64: 2.8 MB)
+for the lower convolution's dw kernel to read back, one more launch a step. Here the program
+that computes a block of that gradient (``conv.dx_tile``) goes on at once: it applies the lower
+ReLU's gradient, g = dx [y1 > 0], gathers the lower convolution's input windows at the same
+pixels and adds x_cols^T @ g into its own partial of the lower dw (and the sum of g into db's).
+The partials, one a program, are added up after the kernel in a fixed order, in runs of 16
+first (``common.sum_many_parts``).
+
+The input x is data: it gets no gradient (the images; the issue's "no conv1 input gradient").
+
+  forward   ``conv.conv_fwd`` (lower), then ``conv_pool``'s fused conv + ReLU + pool (upper)
+  backward  ``max_pool``'s backward (the upper pre-activation gradient), ``conv.conv_dw`` for the
+            upper weights, then this module's kernel for the lower ones
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+from pallas_kernels import common, conv, conv_pool, max_pool
+
+
+def conv_stack_reference(x, w1, b1, w2, b2):
+  """The plain-jnp twin, with exact float32 products."""
+  return conv_pool.conv_relu_pool_reference(conv.conv_relu_reference(x, w1, b1), w2, b2)
+
+
+def dx_then_dw_kernel(g_ref, w_ref, y1_ref, x_ref, dw_ref, db_ref, *, h, w, c0, c1, c2,
+                      block_p, dx_precision, dw_precision, wide):
+  """g: the upper pre-activation gradient; w: the upper weights; y1: the lower output (h x w,
+  c1 channels), x: the lower input ((h + 2) x (w + 2), c0 channels)."""
+  b, i = pl.program_id(0), pl.program_id(1)
+  p = i * block_p + jnp.arange(block_p)  # Pixels of the lower output (the upper input).
+  ok = p < h * w
+  dx = conv.dx_tile(g_ref, w_ref, b, p, ok, h=h, w=w, cin=c1, cout=c2, precision=dx_precision,
+                    wide=wide)
+  y1 = common.load_tile(y1_ref, b * h * w + i * block_p, 0, block_p, conv._pad(c1))
+  g1 = jnp.where(y1 > 0, dx, 0.0)  # Rows past this image's pixels: dx is 0 there.
+  corner = conv._corner(b, p, h + 2, w + 2)
+  part = b * pl.num_programs(1) + i
+  groups = conv._groups(c0, wide)
+  row0 = part * sum(group[3] for group in groups)
+  for group in groups:
+    cols = conv._input_cols(x_ref, corner, ok, group, w + 2, c0)
+    common.store_tile(dw_ref, row0, 0, common.dot(cols, g1, dw_precision, trans_a=True))
+    row0 += group[3]
+  common.store_tile(db_ref, part, 0, jnp.sum(g1, axis=0)[None, :])
+
+
+def dx_then_dw(g, w2, y1, x, *, precision="float32", block_p=64, num_warps=4, wide=False,
+               interpret=False):
+  """The lower convolution's dw and db, from the upper pre-activation gradient g (NHWC), the
+  upper weights w2, the lower output y1 and the lower input x."""
+  n, h, wd, c1 = y1.shape
+  c0, c2 = x.shape[-1], w2.shape[-1]
+  # dx as conv_dx computes it (float32: 3xTF32 on the GPU); the lower dw as conv_dw does.
+  dx_precision = precision
+  if precision == "float32" and not interpret:
+    dx_precision = conv.FLOAT32_DX
+  grid = (n, pl.cdiv(h * wd, block_p))
+  rows = sum(group[3] for group in conv._groups(c0, wide))
+  parts = grid[0] * grid[1]
+  kernel = functools.partial(dx_then_dw_kernel, h=h, w=wd, c0=c0, c1=c1, c2=c2,
+                             block_p=block_p, dx_precision=dx_precision, dw_precision=precision,
+                             wide=wide)
+  dw_parts, db_parts = pl.pallas_call(
+      kernel, out_shape=[jax.ShapeDtypeStruct((parts * rows, conv._pad(c1)), x.dtype),
+                         jax.ShapeDtypeStruct((parts, conv._pad(c1)), x.dtype)],
+      grid=grid, compiler_params=common.compiler_params(num_warps, 1), interpret=interpret,
+      name="conv_dx_then_dw")(g.reshape(-1, c2), w2.reshape(9 * c1, c2), y1.reshape(-1, c1),
+                              x.reshape(-1, c0))
+  # One part a program (batch 64: 704), too many for one chain of adds.
+  return conv.sum_dw_parts(dw_parts, db_parts, c0, c1, add=common.sum_many_parts)
+
+
+# The differentiable op -------------------------------------------------------------------------
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7))
+def conv_stack(x, w1, b1, w2, b2, precision="float32", blocks=None, interpret=False):
+  """``max_pool(ReLU(conv(ReLU(conv(x, w1) + b1), w2) + b2))`` through Pallas kernels; x gets
+  no gradient (a zero cotangent)."""
+  return _vjp_fwd(x, w1, b1, w2, b2, precision, blocks, interpret)[0]
+
+
+def _vjp_fwd(x, w1, b1, w2, b2, precision, blocks, interpret):
+  lower = conv.config(precision, blocks)
+  fwd, _ = conv_pool._config(precision, blocks)
+  y1 = conv.conv_fwd(x, w1, b1, precision=precision, block_p=lower["fwd_p"],
+                     num_warps=lower["fwd_warps"], wide=lower["wide"], interpret=interpret)
+  y, arg = conv_pool.conv_relu_pool_fwd(y1, w2, b2, precision=precision, wide=lower["wide"],
+                                        interpret=interpret, **fwd)
+  return y, (x, y1, w2, arg)
+
+
+def _vjp_bwd(precision, blocks, interpret, res, dy):
+  x, y1, w2, arg = res
+  _, cfg = conv_pool._config(precision, blocks, cin=y1.shape[-1])
+  (n, h, wd, _), c2 = y1.shape, w2.shape[-1]
+  g = max_pool.pool_bwd(dy, arg, (n, h - 2, wd - 2, c2), interpret=interpret,
+                        **max_pool.DEFAULT_BLOCKS)
+  kw = dict(precision=precision, wide=cfg["wide"], interpret=interpret)
+  dw2, db2 = conv.conv_dw(y1, g, block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
+                          num_stages=cfg["dw_stages"], splits=cfg["splits"], **kw)
+  dw1, db1 = dx_then_dw(g, w2, y1, x, block_p=cfg["dx_p"], num_warps=cfg["dx_warps"], **kw)
+  return jnp.zeros_like(x), dw1, db1, dw2, db2
+
+
+conv_stack.defvjp(_vjp_fwd, _vjp_bwd)
