@@ -288,8 +288,7 @@ def test_conv_relu_pool_forward_and_grads(n, h, cin, cout, blocks):
 
 
 @pytest.mark.parametrize("n,h,c0,c1,c2,blocks", [
-    (1, 28, 1, 16, 32, None), (2, 12, 1, 5, 7, None), (3, 9, 2, 4, 3, SMALL_BLOCKS),
-    (2, 10, 3, 6, 2, WIDE)])
+    (1, 28, 1, 16, 32, None), (3, 9, 2, 4, 3, SMALL_BLOCKS), (2, 10, 3, 5, 7, WIDE)])
 def test_conv_stack_forward_and_grads(n, h, c0, c1, c2, blocks):
   """Both convolutions and the pool against float64, the lower dw from inside the upper dx
   kernel; x gets a zero cotangent. The lower ReLU's mask in the reference is the kernel's own
