@@ -9,7 +9,7 @@ pixels and adds x_cols^T @ g into its own partial of the lower dw (and the sum o
 The partials, one a program, are added up after the kernel in a fixed order, in runs of 16
 first (``common.sum_many_parts``).
 
-The input x is data: it gets no gradient (the images; the issue's "no conv1 input gradient").
+The input x is data: it gets no gradient (the CNN's images need none).
 
   forward   ``conv.conv_fwd`` (lower), then ``conv_pool``'s fused conv + ReLU + pool (upper)
   backward  ``max_pool``'s backward (the upper pre-activation gradient), ``conv.conv_dw`` for the
