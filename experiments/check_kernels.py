@@ -17,8 +17,8 @@ import functools
 
 from jaxshallow import fused_epoch, mlp, models, train
 from jaxshallow import numpy_cnn
-from pallas_kernels import (common, conv, conv_pool, conv_stack, dense, dense_xent, max_pool, mlp_epoch,
-                            mse, population_step, softmax_xent)
+from pallas_kernels import (common, conv, conv_pool, conv_stack, dense, dense_xent, max_pool,
+                            mlp_epoch, mse, population_step, softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
 _ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv", "epoch", "barrier",
@@ -168,13 +168,8 @@ def conv_stack_error(rng, n, h, c0, c1, c2, precision, interpret):
   op = lambda *a: conv_stack.conv_stack(*a, precision, None, interpret)
   y, grads = jax.jit(lambda *a: (op(*a[:5]), jax.vjp(op, *a[:5])[1](a[5])))(
       x, w1, b1, w2, b2, dy)
-  lower = conv.config(precision, None)
-  fwd, _ = conv_pool._config(precision, None)
-  y1 = conv.conv_fwd(x, w1, b1, precision=precision, block_p=lower["fwd_p"],
-                     num_warps=lower["fwd_warps"], interpret=interpret)
-  arg = np.asarray(conv_pool.conv_relu_pool_fwd(y1, w2, b2, precision=precision,
-                                                interpret=interpret, **fwd)[1])
-  mask, arg = np.asarray(y1) > 0, arg.reshape(n, p, p, c2)
+  _, (_, y1, _, arg) = conv_stack._vjp_fwd(x, w1, b1, w2, b2, precision, None, interpret)
+  mask, arg = np.asarray(y1) > 0, np.asarray(arg).reshape(n, p, p, c2)
   chosen = np.where(arg >= 0, dy.astype(np.float64), 0.0)
   g2 = numpy_cnn.max_pool_backward(chosen, np.maximum(arg, 0), (n, h - 4, h - 4, c2))
   conv64 = lambda a, w: jax.lax.conv_general_dilated(

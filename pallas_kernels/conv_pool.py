@@ -110,17 +110,26 @@ def _vjp_fwd(x, w, b, precision, blocks, interpret):
   return y, (x, w, arg)
 
 
-def _vjp_bwd(precision, blocks, interpret, res, dy):
-  x, w, arg = res
+def weight_grads(x, cout, arg, dy, precision, blocks, interpret):
+  """The backward up to the weights: (g, dw, db, the backward's ``conv.config``), g the
+  convolution's pre-activation gradient, for the caller's dx (here ``conv_dx``; ``conv_stack``
+  goes on from g to the layer below)."""
   _, cfg = _config(precision, blocks, cin=x.shape[-1])
-  (n, h, wd, _), cout = x.shape, w.shape[-1]
+  n, h, wd, _ = x.shape
   # The pooled gradient at the chosen positions (-1: none) is the conv's pre-activation gradient.
   g = max_pool.pool_bwd(dy, arg, (n, h - 2, wd - 2, cout), interpret=interpret,
                         **max_pool.DEFAULT_BLOCKS)
-  kw = dict(precision=precision, wide=cfg["wide"], interpret=interpret)
-  dw, db = conv.conv_dw(x, g, block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
-                        num_stages=cfg["dw_stages"], splits=cfg["splits"], **kw)
-  dx = conv.conv_dx(g, w, x.shape, block_p=cfg["dx_p"], num_warps=cfg["dx_warps"], **kw)
+  dw, db = conv.conv_dw(x, g, precision=precision, wide=cfg["wide"], interpret=interpret,
+                        block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
+                        num_stages=cfg["dw_stages"], splits=cfg["splits"])
+  return g, dw, db, cfg
+
+
+def _vjp_bwd(precision, blocks, interpret, res, dy):
+  x, w, arg = res
+  g, dw, db, cfg = weight_grads(x, w.shape[-1], arg, dy, precision, blocks, interpret)
+  dx = conv.conv_dx(g, w, x.shape, precision=precision, wide=cfg["wide"], interpret=interpret,
+                    block_p=cfg["dx_p"], num_warps=cfg["dx_warps"])
   return dx, dw, db
 
 

@@ -11,9 +11,9 @@ first (``common.sum_many_parts``).
 
 The input x is data: it gets no gradient (the CNN's images need none).
 
-  forward   ``conv.conv_fwd`` (lower), then ``conv_pool``'s fused conv + ReLU + pool (upper)
-  backward  ``max_pool``'s backward (the upper pre-activation gradient), ``conv.conv_dw`` for the
-            upper weights, then this module's kernel for the lower ones
+  forward   ``conv.conv_relu`` (lower), then ``conv_pool``'s fused conv + ReLU + pool (upper)
+  backward  ``conv_pool.weight_grads`` (max-pool's backward, the upper dw), then this module's
+            kernel for the lower dw
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from pallas_kernels import common, conv, conv_pool, max_pool
+from pallas_kernels import common, conv, conv_pool
 
 
 def conv_stack_reference(x, w1, b1, w2, b2):
@@ -90,25 +90,17 @@ def conv_stack(x, w1, b1, w2, b2, precision="float32", blocks=None, interpret=Fa
 
 
 def _vjp_fwd(x, w1, b1, w2, b2, precision, blocks, interpret):
-  lower = conv.config(precision, blocks)
-  fwd, _ = conv_pool._config(precision, blocks)
-  y1 = conv.conv_fwd(x, w1, b1, precision=precision, block_p=lower["fwd_p"],
-                     num_warps=lower["fwd_warps"], wide=lower["wide"], interpret=interpret)
-  y, arg = conv_pool.conv_relu_pool_fwd(y1, w2, b2, precision=precision, wide=lower["wide"],
-                                        interpret=interpret, **fwd)
+  y1 = conv.conv_relu(x, w1, b1, precision, blocks, interpret)
+  y, (_, _, arg) = conv_pool._vjp_fwd(y1, w2, b2, precision, blocks, interpret)
   return y, (x, y1, w2, arg)
 
 
 def _vjp_bwd(precision, blocks, interpret, res, dy):
   x, y1, w2, arg = res
-  _, cfg = conv_pool._config(precision, blocks, cin=y1.shape[-1])
-  (n, h, wd, _), c2 = y1.shape, w2.shape[-1]
-  g = max_pool.pool_bwd(dy, arg, (n, h - 2, wd - 2, c2), interpret=interpret,
-                        **max_pool.DEFAULT_BLOCKS)
-  kw = dict(precision=precision, wide=cfg["wide"], interpret=interpret)
-  dw2, db2 = conv.conv_dw(y1, g, block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
-                          num_stages=cfg["dw_stages"], splits=cfg["splits"], **kw)
-  dw1, db1 = dx_then_dw(g, w2, y1, x, block_p=cfg["dx_p"], num_warps=cfg["dx_warps"], **kw)
+  g, dw2, db2, cfg = conv_pool.weight_grads(y1, w2.shape[-1], arg, dy, precision, blocks,
+                                            interpret)
+  dw1, db1 = dx_then_dw(g, w2, y1, x, precision=precision, wide=cfg["wide"],
+                        interpret=interpret, block_p=cfg["dx_p"], num_warps=cfg["dx_warps"])
   return jnp.zeros_like(x), dw1, db1, dw2, db2
 
 
