@@ -11,8 +11,11 @@ and adds them up in a fixed order. Each step's written values depend on the last
 the steps form one chain, and every sum is checked: a wrong value would mean the barrier let a
 read overtake a write. The cost a step is the difference between launches of ``--steps`` and
 1,000 steps, over the difference in steps (median of ``--repeats`` launches each), so the launch
-itself drops out. The grid-wide barrier of the epoch kernel (Triton, every SM) costs 0.66 to 0.90
-us alone; this is the cheaper exchange a one-cluster design would use.
+itself drops out.
+
+For comparison it times the grid-wide exchange of the epoch kernel the same way
+(``mlp_epoch.barrier_stress``, Triton: every program writes a tile, meets all the others at the
+grid barrier and reads its neighbour's tile) for the program counts in ``--grid_programs``.
 """
 
 import functools
@@ -29,6 +32,8 @@ _FLOATS = flags.DEFINE_list("floats", ["128"], "Floats each CTA writes and every
 _CLUSTERS = flags.DEFINE_list("clusters", ["2", "4", "8", "16"], "Cluster sizes (CTAs).")
 _STEPS = flags.DEFINE_integer("steps", 11_000, "Steps of the long launch (the short has 1,000).")
 _REPEATS = flags.DEFINE_integer("repeats", 15, "Timed launches of each (median).")
+_GRID = flags.DEFINE_list("grid_programs", ["16", "128", "132"],
+                          "Programs of the grid-wide exchange timed for comparison (none: skip).")
 
 SHORT = 1_000
 
@@ -73,6 +78,21 @@ def exchange(cluster: int, steps: int, floats: int):
   return jax.jit(kernel)
 
 
+def grid_exchange(programs: int, steps: int, floats: int):
+  """The epoch kernel's grid-wide exchange (Triton): returns a function that runs ``steps``
+  rounds of write, grid barrier, read among ``programs`` programs and gives the wrong reads."""
+  from pallas_kernels import mlp_epoch
+  return jax.jit(lambda: jnp.sum(mlp_epoch.barrier_stress(programs, steps, tile=floats)))
+
+
+def time_per_step(make, steps: int, repeats: int):
+  """(us a step, wrong values): launches of ``steps`` and of ``SHORT`` steps, median each."""
+  long_run = make(steps)
+  wrong = float(jnp.sum(long_run()))
+  short = median_seconds(make(SHORT), repeats)
+  return 1e6 * (median_seconds(long_run, repeats) - short) / (steps - SHORT), wrong
+
+
 def median_seconds(fn, repeats: int) -> float:
   jax.block_until_ready(fn())  # Compile and warm up.
   times = []
@@ -99,10 +119,8 @@ def main(argv):
   for floats in map(int, _FLOATS.value):
     for cluster in map(int, _CLUSTERS.value):
       try:
-        long_run = exchange(cluster, _STEPS.value, floats)
-        wrong = float(jnp.sum(long_run()))
-        short = median_seconds(exchange(cluster, SHORT, floats), _REPEATS.value)
-        us = 1e6 * (median_seconds(long_run, _REPEATS.value) - short) / (_STEPS.value - SHORT)
+        us, wrong = time_per_step(lambda steps: exchange(cluster, steps, floats),
+                                  _STEPS.value, _REPEATS.value)
         print(f"{cluster:4d} {floats:6d} {us:8.3f} {wrong:6.0f} "
               f"{cluster * floats * 4 / 1024:11.1f}", flush=True)
       except Exception as e:  # noqa: BLE001 -- a size the hardware or lowering refuses.
@@ -110,6 +128,19 @@ def main(argv):
               f"{str(e).splitlines()[0][:150]}", flush=True)
         if "launch failure" in str(e):  # The CUDA context is gone: nothing after can run.
           sys.exit("error: a launch failed; later sizes need a fresh process")
+  grid = [int(p) for p in _GRID.value if p.lower() != "none"]
+  sms = getattr(d, "core_count", None)
+  if grid:
+    print(f"grid-wide exchange (Triton, one launch; reads one neighbour's tile; {sms} SMs)")
+    print(f"{'programs':>8s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s}")
+  for programs in grid:
+    if sms and programs > sms:  # Not all resident at once: the barrier would never open.
+      print(f"{programs:8d}   skipped: more programs than the {sms} SMs")
+      continue
+    for floats in map(int, _FLOATS.value):
+      us, wrong = time_per_step(lambda steps: grid_exchange(programs, steps, floats),
+                                _STEPS.value, _REPEATS.value)
+      print(f"{programs:8d} {floats:6d} {us:8.3f} {wrong:6.0f}", flush=True)
 
 
 if __name__ == "__main__":
