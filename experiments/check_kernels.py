@@ -40,7 +40,8 @@ CONV_SHAPES = [(1, 28, 1, 16), (3, 28, 1, 16), (64, 28, 1, 16), (64, 26, 16, 32)
                (3, 11, 5, 7), (256, 26, 16, 32)]
 # (n, h, c0, c1, c2): the CNN's two convolutions at batch 1 and 64, odd sizes, 3 input channels.
 CONV_STACK_SHAPES = [(1, 28, 1, 16, 32), (64, 28, 1, 16, 32), (3, 13, 1, 5, 7), (2, 12, 3, 6, 2)]
-CONV_BLOCKS = [None, (("block_p", 32), ("splits", 8)), (("block_p", 128), ("splits", 16))]
+CONV_BLOCKS = [None, (("block_p", 32), ("splits", 8), ("dw_taps", 2)),
+               (("block_p", 128), ("splits", 16), ("dw_taps", 9))]
 
 
 def rel_err(a, b):

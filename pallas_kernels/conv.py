@@ -21,9 +21,10 @@ Padding is masked, so any channel count works.
            elementwise op before it, dropped where x needs no gradient) of the output pixels
            each tap maps them to, as columns, times the matching weights transposed (float32:
            3xTF32 on the GPU, see FLOAT32_DX)
-  dw       a program owns one tile of columns and a share (a split) of all output pixels; per
-           block of them it loads dy and y (contiguous rows), takes g = dy * [y > 0], and adds
-           x_cols^T @ g to its partial tile; the partials (and db) are added up after it, in a
+  dw       a program owns a run of ``dw_taps`` column tiles (three taps: a row of the 3x3
+           window) and a share (a split) of all output pixels; per block of them it loads dy
+           and y (contiguous rows) once, takes g = dy * [y > 0], and adds x_cols^T @ g to its
+           partial tile of each tap; the partials (and db) are added up after it, in a
            fixed order (``common.sum_parts``). (``conv_pool`` hands it g itself.)
 
 Inside, tensors are 2-D: images (B*H*W, C), weights (9*cin, cout) with row (3*di + dj)*cin + ci.
@@ -44,13 +45,15 @@ from pallas_kernels import common
 # per kernel, for float32 (FMA units; dx 3xTF32, see FLOAT32_DX) and the tensor-core precisions.
 # Swept on the H100 at the CNN's conv2 (docs/PERFORMANCE.md); dw's loop only reads what the
 # launch never writes, so Triton may load its next blocks ahead (float32 26.1 -> 23.2 us at 2
-# stages, the same bits; tf32 16.8 -> 34.2, conv1 5.3 -> 5.6: one stage). ``blocks`` overrides:
-# block_p, num_warps (all three kernels), splits, wide.
+# stages, the same bits; tf32 16.8 -> 34.2, conv1 5.3 -> 5.6: one stage). dw's programs take
+# three taps each, g loaded once for the three (float32 22.9 -> 15.8 us, tf32 16.9 -> 12.8, the
+# same bits; nine taps: 16.2 and 14.1). ``blocks`` overrides: block_p, num_warps (all three
+# kernels), splits, wide, dw_taps.
 DEFAULT_BLOCKS = {
     "float32": dict(fwd_p=32, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=32, dw_warps=4,
-                    dw_stages=2, splits=128),
+                    dw_stages=2, dw_taps=3, splits=128),
     "tensor": dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=64, dw_warps=4,
-                   dw_stages=1, splits=128),
+                   dw_stages=1, dw_taps=3, splits=128),
 }
 # dw of a one-channel input (the CNN's conv1: one 16-column tile of the nine taps) wants longer
 # blocks: 5.3 us against 11.6 float32, 4.3 against 10.3 tf32 (H100, batch 64, 28x28 -> 16).
@@ -82,8 +85,9 @@ def config(precision, blocks=None, cin=None) -> dict:
       cfg[f"{kernel}_p"] = over["block_p"]
     if "num_warps" in over:
       cfg[f"{kernel}_warps"] = over["num_warps"]
-  if "splits" in over:
-    cfg["splits"] = over["splits"]
+  for key in ("splits", "dw_taps"):
+    if key in over:
+      cfg[key] = over[key]
   return cfg
 
 
@@ -209,8 +213,13 @@ def conv_dx_kernel(g_ref, w_ref, dx_ref, *, h, w, cin, cout, block_p, precision,
   common.store_tile(dx_ref, b * h * w + pl.program_id(1) * block_p, 0, acc, row_ok=ok)
 
 
+def _runs(groups, taps):
+  """The groups in runs of ``taps`` (the last one shorter): dw's programs, by program id."""
+  return [groups[i:i + taps] for i in range(0, len(groups), taps)]
+
+
 def conv_dw_kernel(x_ref, g_ref, *refs, h, w, cin, cout, block_p, chunks_per_split, precision,
-                   wide, relu):
+                   wide, relu, taps):
   # relu: g_ref holds dy, and the next ref y, the forward's output: g = dy * [y > 0] here.
   y_ref, dw_ref, db_ref = refs if relu else (None, *refs)
   oh_n, ow_n = h - 2, w - 2
@@ -219,35 +228,38 @@ def conv_dw_kernel(x_ref, g_ref, *refs, h, w, cin, cout, block_p, chunks_per_spl
   groups = _groups(cin, wide)
   rows_per_split = sum(group[3] for group in groups)
 
-  def run(group, row0):
-    with_db = row0 == 0  # Every group sees the same g; the first one's programs sum db.
+  def run(run_groups, row0):
+    with_db = row0 == 0  # Every run sees the same g; the first one's programs sum db.
 
     def body(c, carry):
-      acc, db = carry
+      accs, db = carry
       q0 = (s * chunks_per_split + c) * block_p
       q = q0 + jnp.arange(block_p)  # Global output pixel.
       ok = q < n_out
       g = common.load_tile(g_ref, q0, 0, block_p, _pad(cout))  # Zeros past the ends.
       if relu:
         g = jnp.where(common.load_tile(y_ref, q0, 0, block_p, _pad(cout)) > 0, g, 0.0)
-      x = _input_cols(x_ref, _corner(q // (oh_n * ow_n), q % (oh_n * ow_n), h, w), ok, group,
-                      w, cin)
-      return (acc + common.dot(x, g, precision, trans_a=True),
-              db + jnp.sum(g, axis=0) if with_db else db)
+      corner = _corner(q // (oh_n * ow_n), q % (oh_n * ow_n), h, w)
+      accs = tuple(acc + common.dot(_input_cols(x_ref, corner, ok, group, w, cin), g, precision,
+                                    trans_a=True) for acc, group in zip(accs, run_groups))
+      return accs, db + jnp.sum(g, axis=0) if with_db else db
 
     dtype = common.acc_dtype(x_ref.dtype)
-    acc, db = jax.lax.fori_loop(0, chunks_per_split, body,
-                                (jnp.zeros((group[3], _pad(cout)), dtype),
-                                 jnp.zeros((_pad(cout),), dtype)))
+    accs, db = jax.lax.fori_loop(
+        0, chunks_per_split, body,
+        (tuple(jnp.zeros((group[3], _pad(cout)), dtype) for group in run_groups),
+         jnp.zeros((_pad(cout),), dtype)))
     # This split's partial: rows s * rows_per_split + (tap, ci), as the groups lay them out.
-    common.store_tile(dw_ref, s * rows_per_split + row0, 0, acc)
+    for acc, group in zip(accs, run_groups):
+      common.store_tile(dw_ref, s * rows_per_split + row0, 0, acc)
+      row0 += group[3]
     if with_db:
       common.store_tile(db_ref, s, 0, db[None, :])
 
   row0 = 0
-  for i, group in enumerate(groups):  # A group per program: its tile width is static.
-    pl.when(gi == i)(functools.partial(run, group, row0))
-    row0 += group[3]
+  for i, run_groups in enumerate(_runs(groups, taps)):  # Static tile widths per program.
+    pl.when(gi == i)(functools.partial(run, run_groups, row0))
+    row0 += sum(group[3] for group in run_groups)
 
 
 # pallas_call wrappers (4-D NHWC in and out) ---------------------------------------------------
@@ -287,23 +299,25 @@ def conv_dx(g, w, x_shape, *, precision="float32", block_p=64, num_warps=4, wide
 
 
 def conv_dw(x, g, y=None, *, precision="float32", block_p=64, splits=128, num_warps=4,
-            num_stages=1, wide=False, interpret=False):
+            num_stages=1, taps=3, wide=False, interpret=False):
   """dw and db from the input x and the output gradient g; with ``y``, the forward's output, g
-  is dy and the kernel applies ReLU's gradient, g = dy * [y > 0]."""
+  is dy and the kernel applies ReLU's gradient, g = dy * [y > 0]. ``taps``: column tiles (taps)
+  a program takes, each block of g loaded once for them."""
   n, h, wd, cin = x.shape
   cout = g.shape[-1]
   chunks = pl.cdiv(g.size // cout, block_p)
   splits = max(1, min(splits, chunks))
   kernel = functools.partial(conv_dw_kernel, h=h, w=wd, cin=cin, cout=cout, block_p=block_p,
                              chunks_per_split=pl.cdiv(chunks, splits), precision=precision,
-                             wide=wide, relu=y is not None)
+                             wide=wide, relu=y is not None, taps=taps)
   groups = _groups(cin, wide)
   cout_p, rows = _pad(cout), sum(group[3] for group in groups)  # Rows per split.
   dw_parts, db_parts = pl.pallas_call(
       kernel, out_shape=[jax.ShapeDtypeStruct((splits * rows, cout_p), x.dtype),
                          jax.ShapeDtypeStruct((splits, cout_p), x.dtype)],
-      grid=(len(groups), splits), compiler_params=common.compiler_params(num_warps, num_stages),
-      interpret=interpret, name="conv_dw")(
+      grid=(len(_runs(groups, taps)), splits),
+      compiler_params=common.compiler_params(num_warps, num_stages), interpret=interpret,
+      name="conv_dw")(
           x.reshape(-1, cin), g.reshape(-1, cout), *([] if y is None else [y.reshape(-1, cout)]))
   return sum_dw_parts(dw_parts, db_parts, cin, cout)
 
@@ -339,7 +353,7 @@ def _conv_vjp_bwd(precision, blocks, interpret, res, dy):
   cfg = config(precision, blocks, cin=x.shape[-1])
   kw = dict(precision=precision, wide=cfg["wide"], interpret=interpret)
   dw, db = conv_dw(x, dy, y, block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
-                   num_stages=cfg["dw_stages"], splits=cfg["splits"], **kw)
+                   num_stages=cfg["dw_stages"], taps=cfg["dw_taps"], splits=cfg["splits"], **kw)
   # ReLU's gradient once for dx, whose kernel would redo it per tap. Where x needs no gradient
   # (the images), XLA drops this op and the kernel.
   g = jnp.where(y > 0, dy, 0.0)

@@ -121,7 +121,8 @@ def weight_grads(x, cout, arg, dy, precision, blocks, interpret):
                         **max_pool.DEFAULT_BLOCKS)
   dw, db = conv.conv_dw(x, g, precision=precision, wide=cfg["wide"], interpret=interpret,
                         block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
-                        num_stages=cfg["dw_stages"], splits=cfg["splits"])
+                        num_stages=cfg["dw_stages"], taps=cfg["dw_taps"],
+                        splits=cfg["splits"])
   return g, dw, db, cfg
 
 

@@ -207,7 +207,7 @@ def test_softmax_xent_huge_logits():
 from jaxshallow import ops  # noqa: E402
 from pallas_kernels import conv, conv_pool, conv_stack, max_pool, mse  # noqa: E402
 
-SMALL_BLOCKS = (("block_p", 32), ("splits", 4))
+SMALL_BLOCKS = (("block_p", 32), ("splits", 4), ("dw_taps", 2))  # dw: runs of 2, 2, 2, 2, 1 taps.
 WIDE = (("wide", True),)
 # Every shape with the default blocks, and the overrides on the odd and the one-channel shapes
 # (batch 64 is test_conv_batch64_mnist_shape). Interpret mode runs each program in turn, so the
