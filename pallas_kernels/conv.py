@@ -68,6 +68,12 @@ ONE_CHANNEL_DW = dict(dw_p=128, dw_warps=4, dw_stages=1, splits=128)
 FLOAT32_DX = "float32x3"
 
 
+def dx_precision(precision, interpret):
+  """The precision of dx's products: float32 as FLOAT32_DX, but in interpret mode (XLA's CPU
+  dot has no 3xTF32)."""
+  return FLOAT32_DX if precision == "float32" and not interpret else precision
+
+
 def units(precision):
   """The DEFAULT_BLOCKS key: the units that run ``precision``'s products."""
   return "float32" if precision == "float32" else "tensor"
@@ -110,6 +116,11 @@ def _groups(c, wide):
   if wide:
     return [(0, 8, _pad(c), 8 * _pad(c)), (8, 1, _pad(c), _pad(c))]
   return [(t, 1, _pad(c), _pad(c)) for t in range(9)]
+
+
+def _width(groups):
+  """The columns (rows of dw) of the groups' tiles together."""
+  return sum(group[3] for group in groups)
 
 
 def _columns(group, c, vector=True):
@@ -226,7 +237,7 @@ def conv_dw_kernel(x_ref, g_ref, *refs, h, w, cin, cout, block_p, chunks_per_spl
   n_out = g_ref.shape[0]
   gi, s = pl.program_id(0), pl.program_id(1)
   groups = _groups(cin, wide)
-  rows_per_split = sum(group[3] for group in groups)
+  rows_per_split = _width(groups)
 
   def run(run_groups, row0):
     with_db = row0 == 0  # Every run sees the same g; the first one's programs sum db.
@@ -259,7 +270,7 @@ def conv_dw_kernel(x_ref, g_ref, *refs, h, w, cin, cout, block_p, chunks_per_spl
   row0 = 0
   for i, run_groups in enumerate(_runs(groups, taps)):  # Static tile widths per program.
     pl.when(gi == i)(functools.partial(run, run_groups, row0))
-    row0 += sum(group[3] for group in run_groups)
+    row0 += _width(run_groups)
 
 
 # pallas_call wrappers (4-D NHWC in and out) ---------------------------------------------------
@@ -286,10 +297,8 @@ def conv_dx(g, w, x_shape, *, precision="float32", block_p=64, num_warps=4, wide
             interpret=False):
   n, h, wd, cin = x_shape
   cout = w.shape[-1]
-  if precision == "float32" and not interpret:  # XLA's CPU dot has no 3xTF32.
-    precision = FLOAT32_DX
   kernel = functools.partial(conv_dx_kernel, h=h, w=wd, cin=cin, cout=cout, block_p=block_p,
-                             precision=precision, wide=wide)
+                             precision=dx_precision(precision, interpret), wide=wide)
   dx = pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct((n * h * wd, cin), g.dtype),
       grid=(n, pl.cdiv(h * wd, block_p)),
@@ -311,7 +320,7 @@ def conv_dw(x, g, y=None, *, precision="float32", block_p=64, splits=128, num_wa
                              chunks_per_split=pl.cdiv(chunks, splits), precision=precision,
                              wide=wide, relu=y is not None, taps=taps)
   groups = _groups(cin, wide)
-  cout_p, rows = _pad(cout), sum(group[3] for group in groups)  # Rows per split.
+  cout_p, rows = _pad(cout), _width(groups)  # Rows per split.
   dw_parts, db_parts = pl.pallas_call(
       kernel, out_shape=[jax.ShapeDtypeStruct((splits * rows, cout_p), x.dtype),
                          jax.ShapeDtypeStruct((splits, cout_p), x.dtype)],

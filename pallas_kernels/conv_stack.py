@@ -46,7 +46,7 @@ def dx_then_dw_kernel(g_ref, w_ref, y1_ref, x_ref, dw_ref, db_ref, *, h, w, c0, 
   corner = conv._corner(b, p, h + 2, w + 2)
   part = b * pl.num_programs(1) + i
   groups = conv._groups(c0, wide)
-  row0 = part * sum(group[3] for group in groups)
+  row0 = part * conv._width(groups)
   for group in groups:
     cols = conv._input_cols(x_ref, corner, ok, group, w + 2, c0)
     common.store_tile(dw_ref, row0, 0, common.dot(cols, g1, dw_precision, trans_a=True))
@@ -60,16 +60,13 @@ def dx_then_dw(g, w2, y1, x, *, precision="float32", block_p=64, num_warps=4, wi
   upper weights w2, the lower output y1 and the lower input x."""
   n, h, wd, c1 = y1.shape
   c0, c2 = x.shape[-1], w2.shape[-1]
-  # dx as conv_dx computes it (float32: 3xTF32 on the GPU); the lower dw as conv_dw does.
-  dx_precision = precision
-  if precision == "float32" and not interpret:
-    dx_precision = conv.FLOAT32_DX
   grid = (n, pl.cdiv(h * wd, block_p))
-  rows = sum(group[3] for group in conv._groups(c0, wide))
+  rows = conv._width(conv._groups(c0, wide))
   parts = grid[0] * grid[1]
   kernel = functools.partial(dx_then_dw_kernel, h=h, w=wd, c0=c0, c1=c1, c2=c2,
-                             block_p=block_p, dx_precision=dx_precision, dw_precision=precision,
-                             wide=wide)
+                             block_p=block_p, dw_precision=precision, wide=wide,
+                             # dx as conv_dx computes it; the lower dw as conv_dw does.
+                             dx_precision=conv.dx_precision(precision, interpret))
   dw_parts, db_parts = pl.pallas_call(
       kernel, out_shape=[jax.ShapeDtypeStruct((parts * rows, conv._pad(c1)), x.dtype),
                          jax.ShapeDtypeStruct((parts, conv._pad(c1)), x.dtype)],
