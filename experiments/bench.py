@@ -111,7 +111,7 @@ def build_cases(impls: list[str]) -> list[Case]:
     for impl in [i for i in impls if i != "torch"] + (peers if w in ("mlp", "cnn") else []):
       slow = impl in ("numpy", "torch-eager")
       cases.append(Case("workloads", w, impl, "reference", cfg(w, impl), 1 if slow else repeats))
-      if impl == "pallas" and cases[-1].cfg.fusion == "epoch":  # The step-per-iteration path.
+      if impl == "pallas" and cases[-1].cfg.fusion in ("epoch", "step"):  # Op kernels, optax.
         cases.append(Case("workloads", w, impl, "op kernels (--fusion=ops)",
                           cfg(w, impl, fusion="ops"), repeats))
     if w == "cnn" and not quick:  # The CNN at the tensor-core precisions, peers alike.

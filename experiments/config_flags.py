@@ -41,8 +41,9 @@ _SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "With --sync=epoch: bring th
 _BLOCKS = flags.DEFINE_string("blocks", None, "Pallas dense block sizes BM,BN,BK, or auto.")
 _FUSION = flags.DEFINE_string("fusion", None, "pallas: epoch (the whole epoch in one kernel; the "
                               "default for the MLP family; in a population, the population "
-                              "step kernels) or ops (one step per scan iteration through the op "
-                              "kernels; the cnn's default).")
+                              "step kernels), step (the cnn's default: a step of Pallas kernels "
+                              "alone, the optimizer in one of them) or ops (one step per scan "
+                              "iteration through the op kernels and optax).")
 _DATA_PARALLEL = flags.DEFINE_bool("data_parallel", False, "Split each step's batch over the "
                                    "devices, gradients all-reduced (xla, pallas op kernels).")
 _DEVICES = flags.DEFINE_integer("devices", 0, "Devices to use (0: all): for --data_parallel, "

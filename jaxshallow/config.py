@@ -65,8 +65,10 @@ class Config:
   sync: str = "epoch"  # epoch: fetch metrics once an epoch; step: after every step (loop only)
   sync_every: int = 1  # With sync="epoch": bring the losses to the host every N epochs.
   blocks: str | None = None  # Pallas dense block sizes: None, "BM,BN,BK" or "auto".
-  # Pallas only: "epoch", the whole epoch in one kernel (MLP family), or "ops", one step per
-  # iteration of a scan through the op kernels. None: epoch where the kernel can, else ops.
+  # Pallas only: "epoch", the whole epoch in one kernel (MLP family); "step", a step of Pallas
+  # kernels alone, the optimizer's update in one of them (the CNN); or "ops", one step per
+  # iteration of a scan through the op kernels and optax. None: epoch or step where they can
+  # train the model, else ops.
   fusion: str | None = None
   # Several devices (xla, pallas op kernels): split each step's batch over ``devices`` (0: all)
   # and all-reduce the gradients (``jaxshallow.data_parallel``).
@@ -117,7 +119,8 @@ def validate(cfg: Config) -> None:
                                cfg.sync_every) == ("scan", "resident", "epoch", 1, True, 1),
        "the techniques apply to xla and pallas only"),
       (cfg.blocks is None or cfg.impl == "pallas", "--blocks applies to --impl=pallas only"),
-      (cfg.fusion in (None, "epoch", "ops"), f"fusion must be epoch or ops, got {cfg.fusion!r}"),
+      (cfg.fusion in (None, "epoch", "step", "ops"),
+       f"fusion must be epoch, step or ops, got {cfg.fusion!r}"),
       (cfg.fusion is None or cfg.impl == "pallas", "--fusion applies to --impl=pallas only"),
       (cfg.devices >= 0, f"devices must be at least 0 (0: all), got {cfg.devices}"),
       (not cfg.data_parallel or (cfg.impl != "numpy" and cfg.dispatch == "scan"),
@@ -156,15 +159,21 @@ def resolve(cfg: Config) -> Config:
 
 
 def _fusion(cfg: Config) -> str:
-  """The fused epoch kernel where it can train ``cfg``, else the op kernels; a one-line notice
-  when the epoch kernel was asked for, or is the model's default, and cannot be used."""
+  """The fused epoch kernel (MLP family) or the step kernels (CNN) where they can train ``cfg``,
+  else the op kernels; a one-line notice when the fused form was asked for, or is the model's
+  default, and cannot be used."""
   import logging
-  from jaxshallow import fused_epoch
-  wanted = cfg.fusion or ("epoch" if cfg.model in fused_epoch.MODELS else "ops")
+  from jaxshallow import fused_epoch, fused_step
+  default = ("epoch" if cfg.model in fused_epoch.MODELS else
+             "step" if cfg.model in fused_step.MODELS else "ops")
+  wanted = cfg.fusion or default
   if wanted == "ops":
     return "ops"
-  widths = _widths(cfg)
-  why = fused_epoch.problem(cfg.model, widths[-1], cfg.batch_size, cfg.optimizer)
+  if wanted == "epoch":
+    widths = _widths(cfg)
+    why = fused_epoch.problem(cfg.model, widths[-1], cfg.batch_size, cfg.optimizer)
+  else:
+    why = fused_step.problem(cfg.model, cfg.optimizer)
   if why is None and cfg.dispatch != "scan":
     why = f"--dispatch={cfg.dispatch} runs one step per call"
   if why is None and cfg.data_parallel:
@@ -173,15 +182,15 @@ def _fusion(cfg: Config) -> str:
     why = "--blocks sets the op kernels' block sizes"
   if why:
     logging.getLogger("jaxshallow").warning(
-        "--fusion=epoch cannot train this (%s): using the op kernels (--fusion=ops)", why)
+        "--fusion=%s cannot train this (%s): using the op kernels (--fusion=ops)", wanted, why)
     return "ops"
-  if cfg.fusion is None:  # The default: the faster of the two, as measured.
-    why = fused_epoch.slower(widths, cfg.batch_size)
+  if cfg.fusion is None and wanted == "epoch":  # The default: the faster of the two, as measured.
+    why = fused_epoch.slower(_widths(cfg), cfg.batch_size)
     if why:
       logging.getLogger("jaxshallow").warning(
           "using the op kernels (--fusion=ops): %s (--fusion=epoch to use it anyway)", why)
       return "ops"
-  return "epoch"
+  return wanted
 
 
 def _widths(cfg: Config) -> tuple[int, ...]:

@@ -43,14 +43,15 @@ def _population_cfg(cfg: Config, per_device: int = STEP_KERNELS_FROM) -> Config:
   population step kernels (``fusion="step"``, see ``jaxshallow.population``) where they fit and
   from ``STEP_KERNELS_FROM`` members a device, else the op kernels under vmap (the epoch kernel
   trains one network per launch); ``--fusion=ops`` asks for the op kernels, ``--fusion=epoch``
-  for the step kernels at any size. Nothing numpy can do."""
+  (or ``step``) for the step kernels at any size. Nothing numpy can do."""
   if cfg.impl == "numpy":
     raise ConfigError("a population needs --impl=xla or pallas (the numpy reference trains one "
                       "network at a time)")
   asked = cfg.fusion
-  # The op kernels for resolve: the epoch kernel's own checks and notices do not apply here.
+  # The op kernels for resolve: the epoch and step kernels' own checks and notices do not apply
+  # here.
   cfg = resolve(dataclasses.replace(cfg, fusion="ops")
-                if cfg.impl == "pallas" and asked in (None, "epoch", "ops") else cfg)
+                if cfg.impl == "pallas" and asked in (None, "epoch", "step", "ops") else cfg)
   if cfg.data_parallel:
     raise ConfigError("a population spreads its members over the devices; --data_parallel "
                       "splits the batch of one network")

@@ -20,7 +20,7 @@ import numpy as np
 import optax
 from jax import lax
 
-from jaxshallow import fused_epoch, models
+from jaxshallow import fused_epoch, fused_step, models
 from jaxshallow import ops as ops_lib
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -127,7 +127,9 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
            precision: str = "float32", model=models.MLP, blocks=None, unroll: int = 1,
            fusion: str = "ops"):
   """One epoch over ``images[order]`` (resident on the device) as a single ``lax.scan``, or,
-  with ``impl="pallas", fusion="epoch"``, as one Pallas kernel (``pallas_kernels.mlp_epoch``).
+  with ``impl="pallas", fusion="epoch"``, as one Pallas kernel (``pallas_kernels.mlp_epoch``),
+  or with ``fusion="step"`` (the CNN) as a scan over steps of Pallas kernels alone
+  (``fused_step``).
 
   Returns ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
   """
@@ -139,13 +141,15 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
     raise ValueError(f"batch_size must be between 1 and len(order) = {order.shape[0]}, got "
                      f"{batch_size}")
   steps = order.shape[0] // batch_size
-  if fusion == "epoch":
+  if fusion in ("epoch", "step"):
     if impl != "pallas":
-      raise ValueError(f"fusion='epoch' is a Pallas kernel: it needs impl='pallas', got {impl!r}")
-    return fused_epoch.run(params, opt_state, images, labels, order, tx=tx, steps=steps,
-                           batch_size=batch_size, precision=precision, model=model)
+      raise ValueError(f"fusion={fusion!r} runs Pallas kernels: it needs impl='pallas', got "
+                       f"{impl!r}")
+    run = fused_epoch.run if fusion == "epoch" else fused_step.run
+    return run(params, opt_state, images, labels, order, tx=tx, steps=steps,
+               batch_size=batch_size, precision=precision, model=model)
   if fusion != "ops":
-    raise ValueError(f"fusion must be 'ops' or 'epoch', got {fusion!r}")
+    raise ValueError(f"fusion must be 'ops', 'epoch' or 'step', got {fusion!r}")
   batches = order[:steps * batch_size].reshape(steps, batch_size)
 
   def body(carry, idx):

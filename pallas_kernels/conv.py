@@ -307,11 +307,12 @@ def conv_dx(g, w, x_shape, *, precision="float32", block_p=64, num_warps=4, wide
   return dx.reshape(x_shape)
 
 
-def conv_dw(x, g, y=None, *, precision="float32", block_p=64, splits=128, num_warps=4,
-            num_stages=1, taps=3, wide=False, interpret=False):
-  """dw and db from the input x and the output gradient g; with ``y``, the forward's output, g
-  is dy and the kernel applies ReLU's gradient, g = dy * [y > 0]. ``taps``: column tiles (taps)
-  a program takes, each block of g loaded once for them."""
+def conv_dw_parts(x, g, y=None, *, precision="float32", block_p=64, splits=128, num_warps=4,
+                  num_stages=1, taps=3, wide=False, interpret=False):
+  """dw's and db's partial tiles (laid out as ``dw_layout`` says), one per split, from the input
+  x and the output gradient g; with ``y``, the forward's output, g is dy and the kernel applies
+  ReLU's gradient, g = dy * [y > 0]. ``taps``: column tiles (taps) a program takes, each block
+  of g loaded once for them."""
   n, h, wd, cin = x.shape
   cout = g.shape[-1]
   chunks = pl.cdiv(g.size // cout, block_p)
@@ -321,24 +322,39 @@ def conv_dw(x, g, y=None, *, precision="float32", block_p=64, splits=128, num_wa
                              wide=wide, relu=y is not None, taps=taps)
   groups = _groups(cin, wide)
   cout_p, rows = _pad(cout), _width(groups)  # Rows per split.
-  dw_parts, db_parts = pl.pallas_call(
+  return pl.pallas_call(
       kernel, out_shape=[jax.ShapeDtypeStruct((splits * rows, cout_p), x.dtype),
                          jax.ShapeDtypeStruct((splits, cout_p), x.dtype)],
       grid=(len(_runs(groups, taps)), splits),
       compiler_params=common.compiler_params(num_warps, num_stages), interpret=interpret,
       name="conv_dw")(
           x.reshape(-1, cin), g.reshape(-1, cout), *([] if y is None else [y.reshape(-1, cout)]))
-  return sum_dw_parts(dw_parts, db_parts, cin, cout)
+
+
+def conv_dw(x, g, y=None, **kw):
+  """dw (3, 3, cin, cout) and db: ``conv_dw_parts`` added up."""
+  return sum_dw_parts(*conv_dw_parts(x, g, y, **kw), x.shape[-1], g.shape[-1])
+
+
+def dw_layout(cin, cout):
+  """A partial dw tile as ((9, cin, cout), its padded (rows, ., cout_p)): rows (tap, ci) as
+  ``_groups`` lays them out, the one-channel input's nine taps in a 16-row tile."""
+  if cin == 1:
+    return (9, 1, cout), (16, 1, _pad(cout))
+  return (9, cin, cout), (9, _pad(cin), _pad(cout))
+
+
+def db_layout(cout):
+  """A partial db tile as ((cout,), (cout_p,))."""
+  return (cout,), (_pad(cout),)
 
 
 def sum_dw_parts(dw_parts, db_parts, cin, cout, add=common.sum_parts):
-  """dw (3, 3, cin, cout) and db from partial tiles laid out by ``_groups`` (rows (tap, ci) of
-  each part, padded), added up in a fixed order by ``add``."""
+  """dw (3, 3, cin, cout) and db from partial tiles (``dw_layout``), added up in a fixed order
+  by ``add``."""
   parts = db_parts.shape[0]
-  if cin == 1:
-    dw_parts = dw_parts.reshape(parts, 16, -1)[:, :9, :cout]
-  else:
-    dw_parts = dw_parts.reshape(parts, 9, _pad(cin), -1)[:, :, :cin, :cout]
+  (d0, d1, d2), padded = dw_layout(cin, cout)
+  dw_parts = dw_parts.reshape(parts, *padded)[:, :d0, :d1, :d2]
   return add(dw_parts.reshape(parts, 3, 3, cin, cout)), add(db_parts[:, :cout])
 
 

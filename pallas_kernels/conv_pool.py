@@ -110,20 +110,26 @@ def _vjp_fwd(x, w, b, precision, blocks, interpret):
   return y, (x, w, arg)
 
 
-def weight_grads(x, cout, arg, dy, precision, blocks, interpret):
-  """The backward up to the weights: (g, dw, db, the backward's ``conv.config``), g the
-  convolution's pre-activation gradient, for the caller's dx (here ``conv_dx``; ``conv_stack``
-  goes on from g to the layer below)."""
+def weight_grad_parts(x, cout, arg, dy, precision, blocks, interpret):
+  """The backward up to the weights: (g, dw's and db's partial tiles (``conv.dw_layout``), the
+  backward's ``conv.config``), g the convolution's pre-activation gradient, for the caller's dx
+  (here ``conv_dx``; ``conv_stack`` goes on from g to the layer below)."""
   _, cfg = _config(precision, blocks, cin=x.shape[-1])
   n, h, wd, _ = x.shape
   # The pooled gradient at the chosen positions (-1: none) is the conv's pre-activation gradient.
   g = max_pool.pool_bwd(dy, arg, (n, h - 2, wd - 2, cout), interpret=interpret,
                         **max_pool.DEFAULT_BLOCKS)
-  dw, db = conv.conv_dw(x, g, precision=precision, wide=cfg["wide"], interpret=interpret,
-                        block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
-                        num_stages=cfg["dw_stages"], taps=cfg["dw_taps"],
-                        splits=cfg["splits"])
-  return g, dw, db, cfg
+  dw_parts, db_parts = conv.conv_dw_parts(
+      x, g, precision=precision, wide=cfg["wide"], interpret=interpret, block_p=cfg["dw_p"],
+      num_warps=cfg["dw_warps"], num_stages=cfg["dw_stages"], taps=cfg["dw_taps"],
+      splits=cfg["splits"])
+  return g, dw_parts, db_parts, cfg
+
+
+def weight_grads(x, cout, arg, dy, precision, blocks, interpret):
+  """``weight_grad_parts`` with the partials added up: (g, dw, db, config)."""
+  g, dw_parts, db_parts, cfg = weight_grad_parts(x, cout, arg, dy, precision, blocks, interpret)
+  return (g, *conv.sum_dw_parts(dw_parts, db_parts, x.shape[-1], cout), cfg)
 
 
 def _vjp_bwd(precision, blocks, interpret, res, dy):

@@ -12,7 +12,7 @@ first (``common.sum_many_parts``).
 The input x is data: it gets no gradient (the CNN's images need none).
 
   forward   ``conv.conv_relu`` (lower), then ``conv_pool``'s fused conv + ReLU + pool (upper)
-  backward  ``conv_pool.weight_grads`` (max-pool's backward, the upper dw), then this module's
+  backward  ``conv_pool.weight_grad_parts`` (max-pool's backward, the upper dw), then this module's
             kernel for the lower dw
 """
 
@@ -54,10 +54,11 @@ def dx_then_dw_kernel(g_ref, w_ref, y1_ref, x_ref, dw_ref, db_ref, *, h, w, c0, 
   common.store_tile(db_ref, part, 0, jnp.sum(g1, axis=0)[None, :])
 
 
-def dx_then_dw(g, w2, y1, x, *, precision="float32", block_p=64, num_warps=4, wide=False,
-               interpret=False):
-  """The lower convolution's dw and db, from the upper pre-activation gradient g (NHWC), the
-  upper weights w2, the lower output y1 and the lower input x."""
+def dx_then_dw_parts(g, w2, y1, x, *, precision="float32", block_p=64, num_warps=4, wide=False,
+                     interpret=False):
+  """The lower convolution's dw and db as partial tiles, one a program (``conv.dw_layout``),
+  from the upper pre-activation gradient g (NHWC), the upper weights w2, the lower output y1
+  and the lower input x."""
   n, h, wd, c1 = y1.shape
   c0, c2 = x.shape[-1], w2.shape[-1]
   grid = (n, pl.cdiv(h * wd, block_p))
@@ -67,14 +68,12 @@ def dx_then_dw(g, w2, y1, x, *, precision="float32", block_p=64, num_warps=4, wi
                              block_p=block_p, dw_precision=precision, wide=wide,
                              # dx as conv_dx computes it; the lower dw as conv_dw does.
                              dx_precision=conv.dx_precision(precision, interpret))
-  dw_parts, db_parts = pl.pallas_call(
+  return pl.pallas_call(
       kernel, out_shape=[jax.ShapeDtypeStruct((parts * rows, conv._pad(c1)), x.dtype),
                          jax.ShapeDtypeStruct((parts, conv._pad(c1)), x.dtype)],
       grid=grid, compiler_params=common.compiler_params(num_warps, 1), interpret=interpret,
       name="conv_dx_then_dw")(g.reshape(-1, c2), w2.reshape(9 * c1, c2), y1.reshape(-1, c1),
                               x.reshape(-1, c0))
-  # One part a program (batch 64: 704), too many for one chain of adds.
-  return conv.sum_dw_parts(dw_parts, db_parts, c0, c1, add=common.sum_many_parts)
 
 
 # The differentiable op -------------------------------------------------------------------------
@@ -92,12 +91,24 @@ def _vjp_fwd(x, w1, b1, w2, b2, precision, blocks, interpret):
   return y, (x, y1, w2, arg)
 
 
-def _vjp_bwd(precision, blocks, interpret, res, dy):
+def grad_parts(res, dy, precision, blocks, interpret):
+  """The backward as partial tiles (``conv.dw_layout``): (dw1, db1, dw2, db2) parts, from the
+  forward's residuals and the pooled output's gradient dy."""
   x, y1, w2, arg = res
-  g, dw2, db2, cfg = conv_pool.weight_grads(y1, w2.shape[-1], arg, dy, precision, blocks,
-                                            interpret)
-  dw1, db1 = dx_then_dw(g, w2, y1, x, precision=precision, wide=cfg["wide"],
-                        interpret=interpret, block_p=cfg["dx_p"], num_warps=cfg["dx_warps"])
+  g, dw2, db2, cfg = conv_pool.weight_grad_parts(y1, w2.shape[-1], arg, dy, precision, blocks,
+                                                 interpret)
+  dw1, db1 = dx_then_dw_parts(g, w2, y1, x, precision=precision, wide=cfg["wide"],
+                              interpret=interpret, block_p=cfg["dx_p"],
+                              num_warps=cfg["dx_warps"])
+  return dw1, db1, dw2, db2
+
+
+def _vjp_bwd(precision, blocks, interpret, res, dy):
+  x, y1, w2, _ = res
+  dw1, db1, dw2, db2 = grad_parts(res, dy, precision, blocks, interpret)
+  # conv1's parts, one a dx program (batch 64: 704), are too many for one chain of adds.
+  dw1, db1 = conv.sum_dw_parts(dw1, db1, x.shape[-1], y1.shape[-1], add=common.sum_many_parts)
+  dw2, db2 = conv.sum_dw_parts(dw2, db2, y1.shape[-1], w2.shape[-1])
   return jnp.zeros_like(x), dw1, db1, dw2, db2
 
 

@@ -159,8 +159,17 @@ def choose_blocks(m: int, k: int, blocks=None) -> dict:
   return common.blocks(LARGE_BLOCKS if m >= LARGE_ROWS else DEFAULT_BLOCKS, blocks)
 
 
+def grad_layouts(k: int, n: int):
+  """The partial dw and db tiles of ``head_call(..., parts=True)`` for K inputs and n classes:
+  ((k, n), (k, c_pad)) and ((n,), (c_pad,))."""
+  c_pad = max(16, pl.next_power_of_2(n))
+  return ((k, n), (k, c_pad)), ((n,), (c_pad,))
+
+
 def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, block_k=128,
-              split=None, num_warps=4, interpret=False):
+              split=None, num_warps=4, interpret=False, parts=False):
+  """Row losses and correctness, then with ``with_grads`` dh, dw and db: added up, or with
+  ``parts`` as the row blocks' partial tiles ((blocks * K, c_pad) and (blocks, c_pad))."""
   (m, k), n = h.shape, w.shape[1]
   c_pad = max(16, pl.next_power_of_2(n))
   programs = pl.cdiv(m, block_m)
@@ -191,7 +200,7 @@ def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, b
                                precision=precision)
     outs = pl.pallas_call(kernel, out_shape=out_shape, grid=(programs,), compiler_params=params,
                           interpret=interpret, name="dense_xent")(h, w, b, labels)
-  if not with_grads:
+  if not with_grads or parts:
     return outs
   loss, correct, dh, dw_parts, db_parts = outs
   dw = dw_parts.reshape(programs, k, c_pad)[:, :, :n]

@@ -1,0 +1,97 @@
+"""The CNN's epoch with a step of Pallas kernels alone (``fusion="step"``), in the shape of
+``train.train_epoch``: params and optax state in, params, optax state and metrics out.
+
+With ``fusion="ops"`` a step is ``jax.grad`` over the Pallas ops, then optax: the kernels leave
+their weight gradients as partial tiles, and XLA adds each parameter's up and updates it, and
+records the step's loss and accuracy, in launches of their own (H100, the CNN: 11 launches,
+about 15 us of a 87 us step). Here the step calls the same forward and backward kernels
+directly and ends in one kernel (``pallas_kernels.sgd_parts``) that adds up every partial, runs
+optax's sgd (with momentum, if asked) on every parameter in place, and stores the step's metrics
+in the epoch's arrays. The images and labels of the step are still gathered by XLA.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+MODELS = ("cnn",)
+OPTIMIZERS = ("sgd", "momentum")
+
+
+def problem(model: str, optimizer: str) -> str | None:
+  """Why the step kernels cannot train this configuration (one line), or None if they can."""
+  if model not in MODELS:
+    return f"the step kernels train the {' and '.join(MODELS)}, not the {model}"
+  if optimizer not in OPTIMIZERS:
+    return f"the step kernels run {' and '.join(OPTIMIZERS)}, not {optimizer}"
+  return None
+
+
+def cnn_step(params, velocities, x, labels, step, losses, correct, *, lr, momentum, precision,
+             interpret):
+  """One SGD step of the CNN on images x (B, H, W, 1) and int labels; returns (params,
+  velocities, losses, correct) with the batch's mean loss and correct count stored at
+  ``step`` of ``losses`` and ``correct``. ``velocities``: optax's momentum trace, or None."""
+  from pallas_kernels import conv, conv_pool, conv_stack, dense_xent, sgd_parts
+  (c1, c2, head) = params
+  y, res = conv_stack._vjp_fwd(x, c1["w"], c1["b"], c2["w"], c2["b"], precision, None,
+                               interpret)
+  h = y.reshape(y.shape[0], -1)
+  row_loss, row_correct, dh, dw3, db3 = dense_xent.head_call(
+      h, head["w"], head["b"], labels, with_grads=True, parts=True, precision=precision,
+      interpret=interpret, **dense_xent.choose_blocks(*h.shape))
+  dw1, db1, dw2, db2 = conv_stack.grad_parts(res, dh.reshape(y.shape), precision, None,
+                                             interpret)
+  (c0, k1), k2 = c1["w"].shape[2:], c2["w"].shape[3]
+  layouts = [sgd_parts.layout(*lay) for lay in (
+      conv.dw_layout(c0, k1), conv.db_layout(k1), conv.dw_layout(k1, k2), conv.db_layout(k2),
+      *dense_xent.grad_layouts(*head["w"].shape))]
+  flat = [c1["w"], c1["b"], c2["w"], c2["b"], head["w"], head["b"]]
+  vel = None if velocities is None else [v for layer in velocities for v in (layer["w"],
+                                                                              layer["b"])]
+  flat, vel, losses, correct = sgd_parts.sgd_parts(
+      [dw1, db1, dw2, db2, dw3, db3], flat, vel, layouts, lr, momentum, row_loss, row_correct,
+      step, losses, correct, interpret=interpret)
+  nest = lambda v: [{"w": v[2 * i], "b": v[2 * i + 1]} for i in range(3)]
+  return nest(flat), None if vel is None else nest(vel), losses, correct
+
+
+def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
+        precision: str, model):
+  """One epoch of step kernels; the arguments are those of ``train.train_epoch``."""
+  from jaxshallow import train
+  from pallas_kernels import common
+  name = getattr(tx, "name", None)
+  if name is None:
+    raise ValueError("fusion='step' runs the optimizer in a kernel: make tx with "
+                     "jaxshallow.make_optimizer")
+  why = problem(model.name, name)
+  if why:
+    raise ValueError(f"fusion='step' cannot train this: {why}")
+  leaves, treedef = jax.tree.flatten(opt_state)
+  velocities = None
+  if name == "momentum":  # optax's TraceState holds one velocity per parameter, in params' order.
+    velocities = jax.tree.unflatten(jax.tree.structure(params), leaves)
+  interpret = common.interpret_default()
+  batches = order[:steps * batch_size].reshape(steps, batch_size)
+  if images.ndim == 3:
+    images = images[..., None]
+
+  def body(carry, s):
+    p, v, losses, correct = carry
+    idx = batches[s]
+    p, v, losses, correct = cnn_step(
+        p, v, train.to_float(images[idx]), labels[idx].astype(jnp.int32), s, losses, correct,
+        lr=tx.lr, momentum=tx.momentum, precision=precision, interpret=interpret)
+    return (p, v, losses, correct), None
+
+  dtype = jax.tree.leaves(params)[0].dtype
+  init = (params, velocities, jnp.zeros((steps,), dtype), jnp.zeros((steps,), jnp.int32))
+  (params, velocities, losses, correct), _ = lax.scan(body, init, jnp.arange(steps))
+  if velocities is not None:
+    opt_state = jax.tree.unflatten(treedef, jax.tree.leaves(velocities))
+  metrics = {"loss": common.fixed_order_mean(losses),
+             "accuracy": jnp.sum(correct) / (steps * batch_size)}  # Integers: any order.
+  return params, opt_state, metrics

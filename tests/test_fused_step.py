@@ -1,0 +1,86 @@
+"""The CNN's step of Pallas kernels alone (``fusion="step"``) and its update kernel,
+``pallas_kernels.sgd_parts``, against float64 references (interpret mode on the CPU)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxshallow import cnn, config, models, train
+from pallas_kernels import sgd_parts
+
+
+@pytest.mark.parametrize("momentum", [True, False])
+def test_sgd_parts_matches_reference_float64(momentum):
+  """Odd shapes and paddings, one to 300 partials (several tiles of them), every parameter of
+  the launch updated in place, the metrics stored at their step and nowhere else."""
+  rng = np.random.default_rng()
+  specs = [((9, 5, 7), (9, 8, 8), 13), ((9, 1, 6), (16, 1, 8), 300), ((11, 10), (11, 16), 3),
+           ((10,), (16,), 2), ((3,), None, 1), ((40, 33), None, 5)]
+  with jax.enable_x64(True):
+    layouts = [sgd_parts.layout(d, p) for d, p, _ in specs]
+    parts = [jnp.asarray(rng.normal(size=(n, lay.size))) for (_, _, n), lay in zip(specs, layouts)]
+    params = [jnp.asarray(rng.normal(size=d)) for d, _, _ in specs]
+    vels = [jnp.asarray(rng.normal(size=d)) for d, _, _ in specs] if momentum else None
+    row_loss, row_correct = jnp.asarray(rng.random(7)), jnp.asarray(rng.integers(0, 2, 7))
+    ref_p, ref_v = sgd_parts.sgd_parts_reference(parts, params, vels, 0.1, 0.9, layouts)
+    got_p, got_v, losses, correct = sgd_parts.sgd_parts(
+        parts, params, vels, layouts, 0.1, 0.9, row_loss, row_correct, 2, jnp.full(4, -1.0),
+        jnp.full(4, -1, jnp.int32), interpret=True)
+  for a, b in zip(got_p + (got_v or []), ref_p + (ref_v or [])):
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(losses, [-1, -1, np.mean(np.asarray(row_loss)), -1], rtol=1e-12)
+  np.testing.assert_array_equal(correct, [-1, -1, int(np.sum(row_correct)), -1])
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "sgd"])
+def test_cnn_step_epoch_float64_matches_xla(optimizer):
+  """An epoch of step kernels follows the xla scan's trajectory to rounding in float64: params,
+  momentum, mean loss and accuracy. Mostly blank images, like MNIST's, so that exact-zero
+  pre-activations (where ReLU's subgradient could differ) are there to be met."""
+  rng = np.random.default_rng()
+  images = np.zeros((20, 12, 12), np.uint8)
+  images[:, 3:9, 3:9] = rng.integers(0, 256, (20, 6, 6))
+  labels = rng.integers(0, 10, 20).astype(np.uint8)
+  order = rng.permutation(20).astype(np.int32)
+  tx = train.make_optimizer(optimizer, 0.05)
+  out = {}
+  with jax.enable_x64(True):
+    params = jax.tree.map(lambda a: a.astype(jnp.float64), cnn.init_cnn(jax.random.key(1), 12))
+    x = jnp.asarray(images, jnp.float64) / 255
+    for impl, fusion in (("xla", "ops"), ("pallas", "step")):
+      out[fusion] = train.train_epoch_no_donate(params, tx.init(params), x, labels, order,
+                                                tx=tx, batch_size=6, impl=impl,
+                                                model=models.CNN, fusion=fusion)
+  (p1, s1, m1), (p2, s2, m2) = out["ops"], out["step"]
+  assert jax.tree.structure((p1, s1)) == jax.tree.structure((p2, s2))
+  for a, b in zip(jax.tree.leaves((p1, s1)), jax.tree.leaves((p2, s2))):
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+  np.testing.assert_allclose(m1["loss"], m2["loss"], rtol=1e-10)
+  assert float(m1["accuracy"]) == float(m2["accuracy"])
+
+
+def test_fusion_step_refuses_what_it_cannot_train():
+  params = cnn.init_cnn(jax.random.key(0), 12)
+  images, labels = np.zeros((8, 12, 12), np.uint8), np.zeros(8, np.uint8)
+  order = np.arange(8, dtype=np.int32)
+  for tx, model, match in (
+      (train.make_optimizer("adam", 0.1), models.CNN, "not adam"),
+      (__import__("optax").sgd(0.1), models.CNN, "make tx with jaxshallow.make_optimizer"),
+      (train.make_optimizer("sgd", 0.1), models.MLP, "not the mlp")):
+    p = params if model is models.CNN else __import__("jaxshallow").init_mlp(
+        jax.random.key(0), (144, 8, 10))
+    with pytest.raises(ValueError, match=match):
+      train.train_epoch(p, tx.init(p), images, labels, order, tx=tx, batch_size=8,
+                        impl="pallas", model=model, fusion="step")
+
+
+def test_the_cnn_takes_the_step_kernels_by_default(caplog):
+  pick = lambda **kw: config.resolve(config.Config(impl="pallas", **kw)).fusion
+  assert pick(model="cnn") == "step"
+  assert pick(model="cnn", fusion="ops") == "ops"
+  assert not caplog.records
+  assert pick(model="cnn", optimizer="adam", lr=1e-3) == "ops"
+  assert pick(model="mlp", fusion="step") == "ops"
+  assert len(caplog.records) == 2 and "--fusion=step cannot train this" in caplog.text
