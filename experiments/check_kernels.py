@@ -15,18 +15,19 @@ from absl import app, flags, logging
 
 import functools
 
-from jaxshallow import fused_epoch, mlp, models, train
+from jaxshallow import cnn, fused_epoch, fused_step, mlp, models, train
 from jaxshallow import numpy_cnn
-from pallas_kernels import (common, conv, conv_pool, conv_stack, dense, dense_xent, max_pool,
-                            mlp_epoch, mse, population_step, softmax_xent)
+from pallas_kernels import (common, conv, conv_batch, conv_pool, conv_stack, dense, dense_xent,
+                            max_pool, mlp_epoch, mse, population_step, sgd_parts, softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
-_ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv", "epoch", "barrier",
+_ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv", "step", "epoch", "barrier",
                                    "population"],
                           "Which groups: dense, xent, head (the fused output layer), conv (with "
-                          "max-pool, the fused conv+pool and MSE), epoch (the whole-epoch "
-                          "kernel), barrier (its grid barrier under stress; GPU only), "
-                          "population (the population step kernels).")
+                          "max-pool, the fused conv+pool and MSE), step (the CNN's step "
+                          "kernels: the batch's convolution, the update, a whole step), epoch "
+                          "(the whole-epoch kernel), barrier (its grid barrier under stress; "
+                          "GPU only), population (the population step kernels).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
 
 # Relative Frobenius-norm error allowed against float64, per precision mode.
@@ -231,6 +232,83 @@ def conv_cases(rng, interpret):
     yield f"mse n={n}", "float32", max(rel_err(loss, np.mean(d * d)), rel_err(grad, 2 * d / n))
 
 
+# (n, side, cin, cout, batch): the CNN's first convolution at its batch, odd sizes and channels.
+BATCH_CONV_SHAPES = [(600, 28, 1, 16, 64), (50, 11, 3, 5, 3), (10, 28, 1, 16, 1)]
+# Per parameter: (dims, padded, partials): the CNN's six at batch 64, and odd ones.
+SGD_PARTS_SHAPES = [((9, 1, 16), (16, 1, 16), 704), ((16,), (16,), 704), ((9, 16, 32), None, 128),
+                    ((32,), None, 128), ((4608, 10), (4608, 16), 2), ((10,), (16,), 2),
+                    ((9, 5, 7), (9, 8, 8), 13), ((3,), None, 1)]
+
+
+def step_cases(rng, interpret):
+  """The CNN's step kernels (``fusion="step"``): the batch's convolution and the update against
+  float64, then one whole step against XLA's float64 step (the parameters' change)."""
+  for n, side, cin, cout, batch in BATCH_CONV_SHAPES:
+    images = rng.integers(0, 256, (n, side, side, cin), dtype=np.uint8)
+    labels = rng.integers(0, 10, n).astype(np.uint8)
+    order = rng.permutation(n).astype(np.int32)
+    w = (rng.standard_normal((3, 3, cin, cout)) / np.sqrt(9 * cin)).astype(np.float32)
+    b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+    step = (n // batch) - 1
+    rows = order[step * batch:(step + 1) * batch]
+    x64 = images[rows].astype(np.float64) / 255
+    y64, _ = numpy_cnn.conv_relu(x64, w.astype(np.float64), b.astype(np.float64))
+    for precision in TOLERANCE:
+      cfg = conv.config(precision)
+      y, x, y_labels = jax.jit(functools.partial(
+          conv_batch.batch_conv, batch=batch, precision=precision, block_p=cfg["fwd_p"],
+          num_warps=cfg["fwd_warps"], interpret=interpret))(images, labels, order, step, w, b)
+      err = max(rel_err(y, y64.reshape(y.shape)), rel_err(x, x64),
+                float(np.any(np.asarray(y_labels) != labels[rows])))
+      yield f"batch conv n={n} h={side} cin={cin} cout={cout} batch={batch}", precision, err
+  layouts = [sgd_parts.layout(d, p) for d, p, _ in SGD_PARTS_SHAPES]
+  parts = [rng.standard_normal((k, lay.size), np.float32)
+           for (_, _, k), lay in zip(SGD_PARTS_SHAPES, layouts)]
+  params = [rng.standard_normal(d, np.float32) for d, _, _ in SGD_PARTS_SHAPES]
+  vels = [rng.standard_normal(d, np.float32) for d, _, _ in SGD_PARTS_SHAPES]
+  f64 = lambda arrays: [a.astype(np.float64) for a in arrays]
+  for momentum in (True, False):
+    v = vels if momentum else None
+    ref_p, ref_v = sgd_parts.sgd_parts_reference(f64(parts), f64(params), v and f64(v), 0.1, 0.9,
+                                                 layouts)
+    got_p, got_v, losses, correct = jax.jit(lambda a, p, v: sgd_parts.sgd_parts(
+        a, p, v, layouts, 0.1, 0.9, jnp.arange(5.0), jnp.arange(5), 1, jnp.zeros(3),
+        jnp.zeros(3, jnp.int32), interpret=interpret))(parts, params, v)
+    err = max(rel_err(a, b) for a, b in zip(got_p + (got_v or []), ref_p + (ref_v or [])))
+    err = max(err, rel_err(losses, [0, 2, 0]), rel_err(correct, [0, 10, 0]))
+    yield f"sgd_parts {'momentum' if momentum else 'plain'}", "float32", err
+  # One step, 28 x 28 images at batch 64, from the same params: the change of every parameter.
+  images = rng.integers(0, 256, (64, 28, 28, 1), dtype=np.uint8)
+  labels = rng.integers(0, 10, 64).astype(np.uint8)
+  order = rng.permutation(64).astype(np.int32)
+  params = cnn.init_cnn(jax.random.key(int(rng.integers(1 << 30))))
+  tx = train.make_optimizer("momentum", 0.02)
+  vel = jax.tree.map(lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), params)
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
+    v64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), vel)
+    (ref, _, _) = jax.jit(train.train_step, static_argnames=train.STATIC)(
+        p64, optax_state(v64), (images[order] / 255.0, labels[order]), tx=tx,
+        model=models.CNN)
+    ref_change = [np.asarray(r) - np.asarray(p) for r, p in zip(jax.tree.leaves(ref),
+                                                                jax.tree.leaves(p64))]
+  for precision in TOLERANCE:
+    got, _, _, _ = jax.jit(functools.partial(
+        fused_step.cnn_step, batch=64, lr=tx.lr, momentum=tx.momentum, precision=precision,
+        interpret=interpret))(params, vel, images, labels, order, 0, jnp.zeros(1),
+                               jnp.zeros(1, jnp.int32))
+    change = [np.asarray(g, np.float64) - np.asarray(p) for g, p in zip(jax.tree.leaves(got),
+                                                                         jax.tree.leaves(params))]
+    yield "cnn step (every parameter's change)", precision, max(
+        rel_err(c, r) for c, r in zip(change, ref_change))
+
+
+def optax_state(velocities):
+  """optax's momentum state (``optax.sgd(lr, momentum)``) holding ``velocities``."""
+  import optax
+  return (optax.TraceState(trace=velocities), optax.EmptyState())
+
+
 # (widths, batch, optimizer): every MLP-family shape of the project, odd sizes, batch 1 and 37.
 EPOCH_CASES = [((784, 256, 10), 64, "sgd"), ((784, 10), 64, "sgd"), ((784, 512, 256, 10), 64, "sgd"),
                ((784, 256, 10), 1, "sgd"), ((33, 40, 17, 3), 37, "momentum"),
@@ -356,7 +434,7 @@ def main(argv):
         f"{'interpret mode' if interpret else 'compiled kernels'}")
   failures, count = 0, 0
   groups = {"dense": dense_cases, "xent": xent_cases, "head": head_cases, "conv": conv_cases,
-            "epoch": epoch_cases, "barrier": barrier_cases, "population": population_cases}
+            "step": step_cases, "epoch": epoch_cases, "barrier": barrier_cases, "population": population_cases}
   unknown = set(_ONLY.value) - set(groups)
   if unknown:
     sys.exit(f"error: unknown --only group(s) {', '.join(sorted(unknown))}")

@@ -7,7 +7,8 @@ records the step's loss and accuracy, in launches of their own (H100, the CNN: 1
 about 15 us of a 87 us step). Here the step calls the same forward and backward kernels
 directly and ends in one kernel (``pallas_kernels.sgd_parts``) that adds up every partial, runs
 optax's sgd (with momentum, if asked) on every parameter in place, and stores the step's metrics
-in the epoch's arrays. The images and labels of the step are still gathered by XLA.
+in the epoch's arrays; the first kernel (``pallas_kernels.conv_batch``) reads the step's batch
+from the data set itself, where XLA would gather it in two launches more.
 """
 
 from __future__ import annotations
@@ -29,18 +30,22 @@ def problem(model: str, optimizer: str) -> str | None:
   return None
 
 
-def cnn_step(params, velocities, x, labels, step, losses, correct, *, lr, momentum, precision,
-             interpret):
-  """One SGD step of the CNN on images x (B, H, W, 1) and int labels; returns (params,
-  velocities, losses, correct) with the batch's mean loss and correct count stored at
-  ``step`` of ``losses`` and ``correct``. ``velocities``: optax's momentum trace, or None."""
-  from pallas_kernels import conv, conv_pool, conv_stack, dense_xent, sgd_parts
+def cnn_step(params, velocities, images, labels, order, step, losses, correct, *, batch, lr,
+             momentum, precision, interpret):
+  """Step ``step`` of an epoch: one SGD step of the CNN on the ``batch`` examples at
+  ``order[step * batch:]`` of images (N, H, W, 1) and labels; returns (params, velocities,
+  losses, correct) with the batch's mean loss and correct count stored at ``step`` of
+  ``losses`` and ``correct``. ``velocities``: optax's momentum trace, or None."""
+  from pallas_kernels import conv, conv_batch, conv_stack, dense_xent, sgd_parts
   (c1, c2, head) = params
-  y, res = conv_stack._vjp_fwd(x, c1["w"], c1["b"], c2["w"], c2["b"], precision, None,
-                               interpret)
-  h = y.reshape(y.shape[0], -1)
+  cfg = conv.config(precision)
+  y1, x, y_labels = conv_batch.batch_conv(
+      images, labels, order, step, c1["w"], c1["b"], batch=batch, precision=precision,
+      block_p=cfg["fwd_p"], num_warps=cfg["fwd_warps"], wide=cfg["wide"], interpret=interpret)
+  y, res = conv_stack.upper_forward(x, y1, c2["w"], c2["b"], precision, None, interpret)
+  h = y.reshape(batch, -1)
   row_loss, row_correct, dh, dw3, db3 = dense_xent.head_call(
-      h, head["w"], head["b"], labels, with_grads=True, parts=True, precision=precision,
+      h, head["w"], head["b"], y_labels, with_grads=True, parts=True, precision=precision,
       interpret=interpret, **dense_xent.choose_blocks(*h.shape))
   dw1, db1, dw2, db2 = conv_stack.grad_parts(res, dh.reshape(y.shape), precision, None,
                                              interpret)
@@ -61,7 +66,6 @@ def cnn_step(params, velocities, x, labels, step, losses, correct, *, lr, moment
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
         precision: str, model):
   """One epoch of step kernels; the arguments are those of ``train.train_epoch``."""
-  from jaxshallow import train
   from pallas_kernels import common
   name = getattr(tx, "name", None)
   if name is None:
@@ -75,21 +79,17 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   if name == "momentum":  # optax's TraceState holds one velocity per parameter, in params' order.
     velocities = jax.tree.unflatten(jax.tree.structure(params), leaves)
   interpret = common.interpret_default()
-  batches = order[:steps * batch_size].reshape(steps, batch_size)
   if images.ndim == 3:
     images = images[..., None]
 
-  def body(carry, s):
+  def body(s, carry):  # The loop's counter is the step: no XLA op to slice the order.
     p, v, losses, correct = carry
-    idx = batches[s]
-    p, v, losses, correct = cnn_step(
-        p, v, train.to_float(images[idx]), labels[idx].astype(jnp.int32), s, losses, correct,
-        lr=tx.lr, momentum=tx.momentum, precision=precision, interpret=interpret)
-    return (p, v, losses, correct), None
+    return cnn_step(p, v, images, labels, order, s, losses, correct, batch=batch_size,
+                    lr=tx.lr, momentum=tx.momentum, precision=precision, interpret=interpret)
 
   dtype = jax.tree.leaves(params)[0].dtype
   init = (params, velocities, jnp.zeros((steps,), dtype), jnp.zeros((steps,), jnp.int32))
-  (params, velocities, losses, correct), _ = lax.scan(body, init, jnp.arange(steps))
+  params, velocities, losses, correct = lax.fori_loop(0, steps, body, init)
   if velocities is not None:
     opt_state = jax.tree.unflatten(treedef, jax.tree.leaves(velocities))
   metrics = {"loss": common.fixed_order_mean(losses),

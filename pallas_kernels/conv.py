@@ -139,12 +139,19 @@ def _columns(group, c, vector=True):
   return t // 3, t % 3, ch, (j < taps * per_tap) & (ch < c)
 
 
+def pixels(v):
+  """uint8 pixels as float32 in [0, 1], as ``train.to_float`` makes them (to the rounding of the
+  division: Triton's float division is not IEEE's); other values as they are."""
+  return v.astype(jnp.float32) / 255.0 if v.dtype == jnp.uint8 else v
+
+
 def _tap_tile(ref, rows, ok, ch, width_ok):
-  """``ref[rows, ch]`` for a (P, width) grid of rows and channels, zeros where not ok."""
+  """``ref[rows, ch]`` for a (P, width) grid of rows and channels, zeros where not ok (uint8
+  pixels read as ``pixels``)."""
   mask = ok & width_ok[None, :]
   rows = jnp.where(mask, rows, 0)
-  return plgpu.load(ref.at[rows, jnp.broadcast_to(ch[None, :], rows.shape)], mask=mask,
-                    other=0.0)
+  return pixels(plgpu.load(ref.at[rows, jnp.broadcast_to(ch[None, :], rows.shape)], mask=mask,
+                           other=0))
 
 
 def _weight_rows(w_ref, group, cin, cout):
@@ -182,19 +189,25 @@ def _input_cols(x_ref, corner, ok, group, w, cin):
 
 # Kernels -------------------------------------------------------------------------------------
 
-def conv_fwd_kernel(x_ref, w_ref, b_ref, y_ref, *, h, w, cin, cout, block_p, precision,
-                    wide):
-  oh_n, ow_n = h - 2, w - 2
-  b, p = pl.program_id(0), pl.program_id(1) * block_p + jnp.arange(block_p)
-  ok = p < oh_n * ow_n
-  corner = _corner(b, p, h, w)
-  acc = jnp.zeros((block_p, _pad(cout)), common.acc_dtype(x_ref.dtype))
+def fwd_tile(x_ref, w_ref, b_ref, image, *, h, w, cin, cout, block_p, precision, wide):
+  """ReLU(conv + b) at this program's ``block_p`` output pixels of the image that starts at row
+  ``image`` * h * w of x: the (block_p, cout_p) tile and which of its rows are pixels."""
+  p = pl.program_id(1) * block_p + jnp.arange(block_p)
+  ok = p < (h - 2) * (w - 2)
+  corner = _corner(image, p, h, w)
+  acc = jnp.zeros((block_p, _pad(cout)), common.acc_dtype(w_ref.dtype))
   for group in _groups(cin, wide):
     acc += common.dot(_input_cols(x_ref, corner, ok, group, w, cin),
                       _weight_rows(w_ref, group, cin, cout), precision)
   co = jnp.arange(_pad(cout))
-  acc = jnp.maximum(acc + plgpu.load(b_ref.at[co], mask=co < cout, other=0.0)[None, :], 0.0)
-  common.store_tile(y_ref, b * oh_n * ow_n + pl.program_id(1) * block_p, 0, acc, row_ok=ok)
+  return jnp.maximum(acc + plgpu.load(b_ref.at[co], mask=co < cout, other=0.0)[None, :], 0.0), ok
+
+
+def conv_fwd_kernel(x_ref, w_ref, b_ref, y_ref, *, h, w, block_p, **kw):
+  b = pl.program_id(0)
+  acc, ok = fwd_tile(x_ref, w_ref, b_ref, b, h=h, w=w, block_p=block_p, **kw)
+  common.store_tile(y_ref, b * (h - 2) * (w - 2) + pl.program_id(1) * block_p, 0, acc,
+                    row_ok=ok)
 
 
 def dx_tile(g_ref, w_ref, b, p, ok, *, h, w, cin, cout, precision, wide):

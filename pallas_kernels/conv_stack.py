@@ -87,6 +87,12 @@ def conv_stack(x, w1, b1, w2, b2, precision="float32", blocks=None, interpret=Fa
 
 def _vjp_fwd(x, w1, b1, w2, b2, precision, blocks, interpret):
   y1 = conv.conv_relu(x, w1, b1, precision, blocks, interpret)
+  return upper_forward(x, y1, w2, b2, precision, blocks, interpret)
+
+
+def upper_forward(x, y1, w2, b2, precision, blocks, interpret):
+  """The upper convolution + ReLU + pool on the lower one's output y1 (of input x): (its output,
+  the residuals ``grad_parts`` takes)."""
   y, (_, _, arg) = conv_pool._vjp_fwd(y1, w2, b2, precision, blocks, interpret)
   return y, (x, y1, w2, arg)
 
