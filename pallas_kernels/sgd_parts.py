@@ -33,7 +33,7 @@ from pallas_kernels import common
 # Elements a program reads from its partials, about: the parameters with many partials (the
 # CNN's conv1: 704) take narrow blocks, so that no one program's loop of loads sets the time.
 READ_PER_PROGRAM = 8192
-TILE = 4096  # Elements of one loaded tile of partials (rows x block): 32 a thread at 4 warps.
+TILE = 8192  # Elements of one loaded tile of partials (rows x block): 64 a thread at 4 warps.
 
 
 class Layout(NamedTuple):
