@@ -44,11 +44,16 @@ def cnn_step(params, velocities, images, labels, order, step, losses, correct, *
       block_p=cfg["fwd_p"], num_warps=cfg["fwd_warps"], wide=cfg["wide"], interpret=interpret)
   y, res = conv_stack.upper_forward(x, y1, c2["w"], c2["b"], precision, None, interpret)
   h = y.reshape(batch, -1)
+  # The head spreads its input gradient to the pool's input itself, where every pixel of that
+  # is in a window (even sides); else the pool's backward kernel does.
+  pool = conv_stack.pool_of(res)
+  spread = pool[1][1] % 2 == 0 and pool[1][2] % 2 == 0
   row_loss, row_correct, dh, dw3, db3 = dense_xent.head_call(
       h, head["w"], head["b"], y_labels, with_grads=True, parts=True, precision=precision,
-      interpret=interpret, **dense_xent.choose_blocks(*h.shape))
-  dw1, db1, dw2, db2 = conv_stack.grad_parts(res, dh.reshape(y.shape), precision, None,
-                                             interpret)
+      interpret=interpret, pool=pool if spread else None, **dense_xent.choose_blocks(*h.shape))
+  dw1, db1, dw2, db2 = conv_stack.grad_parts(
+      res, None if spread else dh.reshape(y.shape), precision, None, interpret,
+      g=dh.reshape(pool[1]) if spread else None)
   (c0, k1), k2 = c1["w"].shape[2:], c2["w"].shape[3]
   layouts = [sgd_parts.layout(*lay) for lay in (
       conv.dw_layout(c0, k1), conv.db_layout(k1), conv.dw_layout(k1, k2), conv.db_layout(k2),

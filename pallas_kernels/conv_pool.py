@@ -110,15 +110,17 @@ def _vjp_fwd(x, w, b, precision, blocks, interpret):
   return y, (x, w, arg)
 
 
-def weight_grad_parts(x, cout, arg, dy, precision, blocks, interpret):
+def weight_grad_parts(x, cout, arg, dy, precision, blocks, interpret, g=None):
   """The backward up to the weights: (g, dw's and db's partial tiles (``conv.dw_layout``), the
   backward's ``conv.config``), g the convolution's pre-activation gradient, for the caller's dx
-  (here ``conv_dx``; ``conv_stack`` goes on from g to the layer below)."""
+  (here ``conv_dx``; ``conv_stack`` goes on from g to the layer below). ``g``: already spread
+  by the layer above (then dy is not read)."""
   _, cfg = _config(precision, blocks, cin=x.shape[-1])
   n, h, wd, _ = x.shape
   # The pooled gradient at the chosen positions (-1: none) is the conv's pre-activation gradient.
-  g = max_pool.pool_bwd(dy, arg, (n, h - 2, wd - 2, cout), interpret=interpret,
-                        **max_pool.DEFAULT_BLOCKS)
+  if g is None:
+    g = max_pool.pool_bwd(dy, arg, (n, h - 2, wd - 2, cout), interpret=interpret,
+                          **max_pool.DEFAULT_BLOCKS)
   dw_parts, db_parts = conv.conv_dw_parts(
       x, g, precision=precision, wide=cfg["wide"], interpret=interpret, block_p=cfg["dw_p"],
       num_warps=cfg["dw_warps"], num_stages=cfg["dw_stages"], taps=cfg["dw_taps"],

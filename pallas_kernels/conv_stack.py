@@ -97,12 +97,22 @@ def upper_forward(x, y1, w2, b2, precision, blocks, interpret):
   return y, (x, y1, w2, arg)
 
 
-def grad_parts(res, dy, precision, blocks, interpret):
+def pool_of(res):
+  """(the pool's chosen positions, the shape of the map it pooled), from the forward's
+  residuals: for an output layer that spreads its input's gradient itself
+  (``dense_xent.head_call``'s ``pool``)."""
+  _, y1, w2, arg = res
+  n, h, w, _ = y1.shape
+  return arg, (n, h - 2, w - 2, w2.shape[-1])
+
+
+def grad_parts(res, dy, precision, blocks, interpret, g=None):
   """The backward as partial tiles (``conv.dw_layout``): (dw1, db1, dw2, db2) parts, from the
-  forward's residuals and the pooled output's gradient dy."""
+  forward's residuals and the pooled output's gradient dy, or ``g``, dy already spread to the
+  upper convolution's output (``pool_of``)."""
   x, y1, w2, arg = res
   g, dw2, db2, cfg = conv_pool.weight_grad_parts(y1, w2.shape[-1], arg, dy, precision, blocks,
-                                                 interpret)
+                                                 interpret, g=g)
   dw1, db1 = dx_then_dw_parts(g, w2, y1, x, precision=precision, wide=cfg["wide"],
                               interpret=interpret, block_p=cfg["dx_p"],
                               num_warps=cfg["dx_warps"])

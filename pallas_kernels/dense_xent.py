@@ -31,7 +31,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from pallas_kernels import common
+from pallas_kernels import common, max_pool
 from pallas_kernels.dense import dense_reference
 from pallas_kernels.softmax_xent import (row_stats, softmax_cross_entropy_reference,
                                          softmax_minus_onehot)
@@ -86,9 +86,12 @@ def _logits(h_ref, w_ref, m0, k0, n_k, block_m, block_k, c_pad, precision):
   return lax.fori_loop(0, n_k, body, jnp.zeros((block_m, c_pad), common.acc_dtype(h_ref.dtype)))
 
 
-def _grads(h_ref, w_ref, dz, dh_ref, dw_ref, i, m0, k0, n_k, block_m, block_k, precision):
+def _grads(h_ref, w_ref, dz, dh_ref, dw_ref, i, m0, k0, n_k, block_m, block_k, precision,
+           arg_ref=None, pool=None):
   """For K columns k0 .. k0 + n_k * block_k: dh = dz @ w^T, and row block i's partial
-  dw = h^T @ dz at rows i * K + ... of the (row blocks * K, c_pad) partials."""
+  dw = h^T @ dz at rows i * K + ... of the (row blocks * K, c_pad) partials. With ``pool``
+  (h is a max-pool's flattened output): dh spread to the pool's input instead
+  (``max_pool.spread_tile``)."""
   k, c_pad = h_ref.shape[1], dz.shape[1]
 
   @pl.loop(0, n_k)
@@ -96,13 +99,23 @@ def _grads(h_ref, w_ref, dz, dh_ref, dw_ref, i, m0, k0, n_k, block_m, block_k, p
     kc = k0 + kk * block_k
     h = common.load_tile(h_ref, m0, kc, block_m, block_k)
     w = common.load_tile(w_ref, kc, 0, block_k, c_pad)
-    common.store_tile(dh_ref, m0, kc, common.dot(dz, w, precision, trans_b=True))
+    dh = common.dot(dz, w, precision, trans_b=True)
+    if pool:
+      max_pool.spread_tile(dh_ref, arg_ref, m0, kc, dh, **dict(pool))
+    else:
+      common.store_tile(dh_ref, m0, kc, dh)
     common.store_tile(dw_ref, i * k + kc, 0, common.dot(h, dz, precision, trans_a=True),
                       row_ok=kc + jnp.arange(block_k) < k)
 
 
-def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_refs, n_classes,
-                block_m, block_k, precision):
+def _pool_refs(refs, pool):
+  """(the pool's chosen positions or None, the other refs): with ``pool`` the first of refs."""
+  return (refs[0], refs[1:]) if pool else (None, refs)
+
+
+def head_kernel(h_ref, w_ref, b_ref, labels_ref, *refs, n_classes, block_m, block_k, precision,
+                pool=None):
+  arg_ref, (loss_ref, correct_ref, *grad_refs) = _pool_refs(refs, pool)
   m, k = h_ref.shape
   c_pad = max(16, pl.next_power_of_2(n_classes))
   i = pl.program_id(0)
@@ -115,7 +128,8 @@ def head_kernel(h_ref, w_ref, b_ref, labels_ref, loss_ref, correct_ref, *grad_re
     return
   dh_ref, dw_ref, db_ref = grad_refs
   common.store_tile(db_ref, i, 0, jnp.sum(dz, axis=0)[None, :])
-  _grads(h_ref, w_ref, dz, dh_ref, dw_ref, i, m0, 0, n_k, block_m, block_k, precision)
+  _grads(h_ref, w_ref, dz, dh_ref, dw_ref, i, m0, 0, n_k, block_m, block_k, precision,
+         arg_ref, pool)
 
 
 def logits_part_kernel(h_ref, w_ref, z_ref, *, block_m, block_k, split, m_pad, precision):
@@ -126,10 +140,11 @@ def logits_part_kernel(h_ref, w_ref, z_ref, *, block_m, block_k, split, m_pad, p
   common.store_tile(z_ref, s * m_pad + i * block_m, 0, z)
 
 
-def split_grads_kernel(h_ref, w_ref, b_ref, labels_ref, z_ref, loss_ref, correct_ref, dh_ref,
-                       dw_ref, db_ref, *, n_classes, block_m, block_k, split, m_pad, precision):
+def split_grads_kernel(h_ref, w_ref, b_ref, labels_ref, z_ref, *refs, n_classes, block_m,
+                       block_k, split, m_pad, precision, pool=None):
   """Split K: program (i, s) sums row block i's partial logits over all slices, in order, then
   stores dh and its partial dw for slice s; the slice-0 program stores loss, count and db."""
+  arg_ref, (loss_ref, correct_ref, dh_ref, dw_ref, db_ref) = _pool_refs(refs, pool)
   m, c_pad = h_ref.shape[0], z_ref.shape[1]
   i, s = pl.program_id(0), pl.program_id(1)
   m0 = i * block_m
@@ -147,7 +162,7 @@ def split_grads_kernel(h_ref, w_ref, b_ref, labels_ref, z_ref, loss_ref, correct
     common.store_tile(db_ref, i, 0, jnp.sum(dz, axis=0)[None, :])
 
   _grads(h_ref, w_ref, dz, dh_ref, dw_ref, i, m0, s * split, split // block_k, block_m, block_k,
-         precision)
+         precision, arg_ref, pool)
 
 
 def choose_blocks(m: int, k: int, blocks=None) -> dict:
@@ -167,17 +182,27 @@ def grad_layouts(k: int, n: int):
 
 
 def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, block_k=128,
-              split=None, num_warps=4, interpret=False, parts=False):
+              split=None, num_warps=4, interpret=False, parts=False, pool=None):
   """Row losses and correctness, then with ``with_grads`` dh, dw and db: added up, or with
-  ``parts`` as the row blocks' partial tiles ((blocks * K, c_pad) and (blocks, c_pad))."""
+  ``parts`` as the row blocks' partial tiles ((blocks * K, c_pad) and (blocks, c_pad)).
+  ``pool`` = (arg, (B, H, W, C)): h is the flattened output of a 2x2 max-pool of a (B, H, W, C)
+  map (H and W even) that chose positions ``arg``; dh then comes back as that map's gradient,
+  spread by this kernel (``max_pool.spread_tile``), not as h's."""
   (m, k), n = h.shape, w.shape[1]
   c_pad = max(16, pl.next_power_of_2(n))
   programs = pl.cdiv(m, block_m)
   labels = labels.astype(jnp.int32)
   out_shape = [jax.ShapeDtypeStruct((m,), common.acc_dtype(h.dtype)),
                jax.ShapeDtypeStruct((m,), jnp.int32)]
+  pool_args, pool_kw, dh_shape = [], {}, (m, k)
+  if pool is not None:
+    arg, (_, ph, pw, pc) = pool
+    if ph % 2 or pw % 2:
+      raise ValueError(f"the pool's spread needs an even map, got {ph} x {pw}")
+    pool_args, dh_shape = [arg.reshape(m, k)], (m * ph * pw, pc)
+    pool_kw = {"pool": (("h", ph), ("w", pw), ("c", pc))}
   if with_grads:
-    out_shape += [jax.ShapeDtypeStruct((m, k), h.dtype),
+    out_shape += [jax.ShapeDtypeStruct(dh_shape, h.dtype),
                   jax.ShapeDtypeStruct((programs * k, c_pad), h.dtype),
                   jax.ShapeDtypeStruct((programs, c_pad), h.dtype)]
   params = common.compiler_params(num_warps, 1)
@@ -192,14 +217,14 @@ def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, b
         out_shape=jax.ShapeDtypeStruct((grid[1] * m_pad, c_pad), common.acc_dtype(h.dtype)),
         compiler_params=params, interpret=interpret, name="dense_xent_logits")(h, w)
     outs = pl.pallas_call(
-        functools.partial(split_grads_kernel, n_classes=n, **sizes), grid=grid,
+        functools.partial(split_grads_kernel, n_classes=n, **sizes, **pool_kw), grid=grid,
         out_shape=out_shape, compiler_params=params, interpret=interpret,
-        name="dense_xent_grads")(h, w, b, labels, z_parts)
+        name="dense_xent_grads")(h, w, b, labels, z_parts, *pool_args)
   else:
     kernel = functools.partial(head_kernel, n_classes=n, block_m=block_m, block_k=block_k,
-                               precision=precision)
+                               precision=precision, **pool_kw)
     outs = pl.pallas_call(kernel, out_shape=out_shape, grid=(programs,), compiler_params=params,
-                          interpret=interpret, name="dense_xent")(h, w, b, labels)
+                          interpret=interpret, name="dense_xent")(h, w, b, labels, *pool_args)
   if not with_grads or parts:
     return outs
   loss, correct, dh, dw_parts, db_parts = outs

@@ -64,6 +64,27 @@ def pool_bwd_kernel(dy_ref, arg_ref, dx_ref, *, h, w, c, block_p):
   common.store_tile(dx_ref, pl.program_id(0) * block_p, 0, jnp.where(arg == which, dy, 0.0))
 
 
+def spread_tile(dx_ref, arg_ref, r0, c0, dy, *, h, w, c):
+  """Store a (rows, cols) tile of the pooled gradient, rows r0.. of images, cols c0.. of their
+  flattened (PH, PW, c) pooled maps, at the positions its pool chose in dx ((B * h * w, c), the
+  input's gradient), 0 at the other three of each window. ``arg_ref``: the chosen positions as
+  (B, PH * PW * c). For even h and w: then every element of dx is in one window and written here
+  (by the program that owns its pooled pixel)."""
+  pw_n = w // 2
+  rows, cols = common.span(r0, dy.shape[0]), common.span(c0, dy.shape[1])
+  ok = (rows[:, None] < arg_ref.shape[0]) & (cols[None, :] < arg_ref.shape[1])
+  arg = plgpu.load(arg_ref.at[rows[:, None], cols[None, :]], mask=ok, other=-1)
+  q, ch = cols // c, cols % c
+  # Lanes outside the arrays get rows past dx's end, one each (masked: no two lanes store one
+  # element).
+  past = (dx_ref.shape[0] + jnp.arange(dy.shape[0])[:, None] * dy.shape[1]
+          + jnp.arange(dy.shape[1])[None, :])
+  for k in range(4):  # Window position (k // 2, k % 2).
+    pixel = rows[:, None] * h * w + ((2 * (q // pw_n) + k // 2) * w + 2 * (q % pw_n) + k % 2)
+    plgpu.store(dx_ref.at[jnp.where(ok, pixel, past), jnp.broadcast_to(ch[None, :], ok.shape)],
+                jnp.where(arg == k, dy, 0.0).astype(dx_ref.dtype), mask=ok)
+
+
 def pool_fwd(x, *, block_p=128, num_warps=4, interpret=False):
   n, h, w, c = x.shape
   m = n * (h // 2) * (w // 2)

@@ -66,20 +66,21 @@ def test_sgd_parts_matches_reference_float64(momentum):
   np.testing.assert_array_equal(correct, [-1, -1, int(np.sum(row_correct)), -1])
 
 
-@pytest.mark.parametrize("optimizer", ["momentum", "sgd"])
-def test_cnn_step_epoch_float64_matches_xla(optimizer):
+@pytest.mark.parametrize("optimizer,side", [("momentum", 12), ("sgd", 13)])
+def test_cnn_step_epoch_float64_matches_xla(optimizer, side):
   """An epoch of step kernels follows the xla scan's trajectory to rounding in float64: params,
   momentum, mean loss and accuracy. Mostly blank images, like MNIST's, so that exact-zero
-  pre-activations (where ReLU's subgradient could differ) are there to be met."""
+  pre-activations (where ReLU's subgradient could differ) are there to be met. Side 12: the
+  head spreads the pool's gradient itself; 13 (an odd pooled map, 9 x 9): the pool's kernel."""
   rng = np.random.default_rng()
-  images = np.zeros((20, 12, 12), np.uint8)
+  images = np.zeros((20, side, side), np.uint8)
   images[:, 3:9, 3:9] = rng.integers(0, 256, (20, 6, 6))
   labels = rng.integers(0, 10, 20).astype(np.uint8)
   order = rng.permutation(20).astype(np.int32)
   tx = train.make_optimizer(optimizer, 0.05)
   out = {}
   with jax.enable_x64(True):
-    params = jax.tree.map(lambda a: a.astype(jnp.float64), cnn.init_cnn(jax.random.key(1), 12))
+    params = jax.tree.map(lambda a: a.astype(jnp.float64), cnn.init_cnn(jax.random.key(1), side))
     x = jnp.asarray(images, jnp.float64) / 255
     for impl, fusion in (("xla", "ops"), ("pallas", "step")):
       out[fusion] = train.train_epoch_no_donate(params, tx.init(params), x, labels, order,
@@ -117,3 +118,28 @@ def test_the_cnn_takes_the_step_kernels_by_default(caplog):
   assert pick(model="cnn", optimizer="adam", lr=1e-3) == "ops"
   assert pick(model="mlp", fusion="step") == "ops"
   assert len(caplog.records) == 2 and "--fusion=step cannot train this" in caplog.text
+
+
+@pytest.mark.parametrize("n,side,c,split", [(5, 6, 3, None), (37, 8, 32, 128)])
+def test_head_spreads_the_pools_gradient_float64(n, side, c, split):
+  """The output layer's input gradient spread to the pool's input by the head kernel itself,
+  against the head's dh spread by the pool's backward kernel: one and several row blocks, the
+  one-launch and the split form, a pool that chose nothing (-1) in places."""
+  from pallas_kernels import dense_xent, max_pool
+  rng = np.random.default_rng()
+  k = (side // 2) ** 2 * c
+  with jax.enable_x64(True):
+    h, w = jnp.asarray(rng.random((n, k))), jnp.asarray(rng.normal(size=(k, 10)))
+    b, labels = jnp.asarray(rng.normal(size=10)), jnp.asarray(rng.integers(0, 10, n))
+    arg = jnp.asarray(rng.integers(-1, 4, (n * k // c, c)), jnp.int32)
+    shape = (n, side, side, c)
+    sizes = dict(block_m=16, block_k=64, split=split)
+    plain = dense_xent.head_call(h, w, b, labels, with_grads=True, parts=True,
+                                 interpret=True, **sizes)
+    spread = dense_xent.head_call(h, w, b, labels, with_grads=True, parts=True,
+                                  interpret=True, pool=(arg, shape), **sizes)
+    want = max_pool.pool_bwd(plain[2].reshape(n, side // 2, side // 2, c), arg, shape,
+                             interpret=True)
+  np.testing.assert_array_equal(spread[2].reshape(shape), want)
+  for a, r in zip(spread[3:], plain[3:]):
+    np.testing.assert_array_equal(a, r)
