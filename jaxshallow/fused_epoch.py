@@ -57,14 +57,46 @@ def _max_programs() -> int:
   return 8
 
 
+def optimizer_name(tx, fusion: str) -> str:
+  """The optimizer ``jaxshallow.make_optimizer`` recorded in tx; a fused form runs it in a
+  kernel of its own, so a bare optax transformation is refused (one line)."""
+  name = getattr(tx, "name", None)
+  if name is None:
+    raise ValueError(f"fusion={fusion!r} runs the optimizer in a kernel: make tx with "
+                     "jaxshallow.make_optimizer")
+  return name
+
+
+def velocities_of(opt_state, params, name: str):
+  """optax's momentum trace as a pytree like params (its TraceState holds one velocity per
+  parameter, in params' order), or None for plain SGD."""
+  if name != "momentum":
+    return None
+  return jax.tree.unflatten(jax.tree.structure(params), jax.tree.leaves(opt_state))
+
+
+def with_velocities(opt_state, velocities):
+  """``opt_state`` holding ``velocities`` (as it was, for plain SGD)."""
+  if velocities is None:
+    return opt_state
+  return jax.tree.unflatten(jax.tree.structure(opt_state), jax.tree.leaves(velocities))
+
+
+def epoch_metrics(losses, correct, batch_size: int, xent: bool = True) -> dict:
+  """The epoch's mean loss (a fixed order of adds) from each step's, and, for classifiers, its
+  accuracy from each step's correct count."""
+  from pallas_kernels import common
+  metrics = {"loss": common.fixed_order_mean(losses)}
+  if xent:
+    metrics["accuracy"] = jnp.sum(correct) / (losses.shape[0] * batch_size)  # Integers: any order.
+  return metrics
+
+
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
         precision: str, model):
   """One epoch through the kernel; the arguments are those of ``train.train_epoch``."""
   from pallas_kernels import common, mlp_epoch
-  name = getattr(tx, "name", None)
-  if name is None:
-    raise ValueError("fusion='epoch' runs the optimizer inside the kernel: make tx with "
-                     "jaxshallow.make_optimizer")
+  name = optimizer_name(tx, "epoch")
   widths = (params[0]["w"].shape[0], *(layer["w"].shape[1] for layer in params))
   why = problem(model.name, widths[-1], batch_size, name)
   if why:
@@ -73,19 +105,12 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
                              momentum=momentum, precision=precision,
                              max_programs=_max_programs())
-  velocities = None
-  leaves, treedef = jax.tree.flatten(opt_state)
-  if momentum:  # optax's TraceState holds one velocity per parameter, in params' order.
-    velocities = jax.tree.unflatten(jax.tree.structure(params), leaves)
+  velocities = velocities_of(opt_state, params, name)
   x = images.reshape(images.shape[0], -1)
   y = labels.astype(jnp.int32) if model.loss == "xent" else labels
   interpret = common.interpret_default()
   params, velocities, losses, correct = mlp_epoch.train_epoch(
       params, velocities, x, y, order, tx.lr, tx.momentum, plan=plan, fused=not interpret,
       interpret=interpret)
-  if momentum:
-    opt_state = jax.tree.unflatten(treedef, jax.tree.leaves(velocities))
-  metrics = {"loss": common.fixed_order_mean(losses)}
-  if model.loss == "xent":
-    metrics["accuracy"] = jnp.sum(correct) / (steps * batch_size)  # Integers: any order.
-  return params, opt_state, metrics
+  return (params, with_velocities(opt_state, velocities),
+          epoch_metrics(losses, correct, batch_size, xent=model.loss == "xent"))

@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jaxshallow import fused_epoch
+
 MODELS = ("cnn",)
 OPTIMIZERS = ("sgd", "momentum")
 
@@ -74,17 +76,11 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
         precision: str, model):
   """One epoch of step kernels; the arguments are those of ``train.train_epoch``."""
   from pallas_kernels import common
-  name = getattr(tx, "name", None)
-  if name is None:
-    raise ValueError("fusion='step' runs the optimizer in a kernel: make tx with "
-                     "jaxshallow.make_optimizer")
+  name = fused_epoch.optimizer_name(tx, "step")
   why = problem(model.name, name)
   if why:
     raise ValueError(f"fusion='step' cannot train this: {why}")
-  leaves, treedef = jax.tree.flatten(opt_state)
-  velocities = None
-  if name == "momentum":  # optax's TraceState holds one velocity per parameter, in params' order.
-    velocities = jax.tree.unflatten(jax.tree.structure(params), leaves)
+  velocities = fused_epoch.velocities_of(opt_state, params, name)
   interpret = common.interpret_default()
   if images.ndim == 3:
     images = images[..., None]
@@ -97,8 +93,5 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   dtype = jax.tree.leaves(params)[0].dtype
   init = (params, velocities, jnp.zeros((steps,), dtype), jnp.zeros((steps,), jnp.int32))
   params, velocities, losses, correct = lax.fori_loop(0, steps, body, init)
-  if velocities is not None:
-    opt_state = jax.tree.unflatten(treedef, jax.tree.leaves(velocities))
-  metrics = {"loss": common.fixed_order_mean(losses),
-             "accuracy": jnp.sum(correct) / (steps * batch_size)}  # Integers: any order.
-  return params, opt_state, metrics
+  return (params, fused_epoch.with_velocities(opt_state, velocities),
+          fused_epoch.epoch_metrics(losses, correct, batch_size))
