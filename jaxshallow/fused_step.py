@@ -10,7 +10,8 @@ optax's sgd (with momentum, if asked) on every parameter in place, and stores th
 in the epoch's arrays; the first kernel (``pallas_kernels.conv_batch``) reads the step's batch
 from the data set itself, where XLA would gather it in two launches more; and the output
 layer's gradient kernel spreads its input gradient through the max-pool itself (even maps),
-where the pool's backward would be a launch of its own. 8 launches a step, and the loop's.
+where the pool's backward would be a launch of its own. 8 launches a step: 7 kernels and the loop
+counter.
 """
 
 from __future__ import annotations
