@@ -261,6 +261,19 @@ def step_cases(rng, interpret):
       err = max(rel_err(y, y64.reshape(y.shape)), rel_err(x, x64),
                 float(np.any(np.asarray(y_labels) != labels[rows])))
       yield f"batch conv n={n} h={side} cin={cin} cout={cout} batch={batch}", precision, err
+  for n, side, cin, cout, classes in ((3, 9, 5, 7, 10), (64, 26, 16, 32, 10)):
+    x = rng.random((n, side, side, cin), np.float32)
+    w = (rng.standard_normal((3, 3, cin, cout)) / np.sqrt(9 * cin)).astype(np.float32)
+    b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
+    hw = rng.standard_normal((((side - 2) // 2) ** 2 * cout, classes)).astype(np.float32)
+    for precision in TOLERANCE:
+      y, _, parts = jax.jit(functools.partial(
+          conv_pool.forward, precision=precision, blocks=None, interpret=interpret))(
+              x, w, b, head_w=hw)
+      logits = np.asarray(parts, np.float64).reshape(-1, n, parts.shape[1]).sum(0)
+      want = np.asarray(y, np.float64).reshape(n, -1) @ hw.astype(np.float64)
+      yield (f"conv+pool's partial logits n={n} h={side} cin={cin} cout={cout}", precision,
+             rel_err(logits[:, :classes], want))
   layouts = [sgd_parts.layout(d, p) for d, p, _ in SGD_PARTS_SHAPES]
   parts = [rng.standard_normal((k, lay.size), np.float32)
            for (_, _, k), lay in zip(SGD_PARTS_SHAPES, layouts)]

@@ -10,8 +10,10 @@ optax's sgd (with momentum, if asked) on every parameter in place, and stores th
 in the epoch's arrays; the first kernel (``pallas_kernels.conv_batch``) reads the step's batch
 from the data set itself, where XLA would gather it in two launches more; and the output
 layer's gradient kernel spreads its input gradient through the max-pool itself (even maps),
-where the pool's backward would be a launch of its own. 8 launches a step: 7 kernels and the loop
-counter.
+where the pool's backward would be a launch of its own. The upper convolution's kernel computes
+the output layer's logits too, in partial sums, and one backward launch runs both convolutions'
+weight gradients (``conv_stack.backward_parts``). 6 launches a step: batch_conv,
+conv_relu_pool, dense_xent_grads, conv_stack_bwd, sgd_parts, and the loop counter.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ def cnn_step(params, velocities, images, labels, order, step, losses, correct, *
   y1, x, y_labels = conv_batch.batch_conv(
       images, labels, order, step, c1["w"], c1["b"], batch=batch, precision=precision,
       block_p=cfg["fwd_p"], num_warps=cfg["fwd_warps"], wide=cfg["wide"], interpret=interpret)
-  y, res = conv_stack.upper_forward(x, y1, c2["w"], c2["b"], precision, None, interpret)
+  # The upper convolution's kernel also computes the head's logits, in partial sums.
+  y, res, logits_parts = conv_stack.upper_forward(x, y1, c2["w"], c2["b"], precision, None,
+                                                  interpret, head_w=head["w"])
   h = y.reshape(batch, -1)
   # The head spreads its input gradient to the pool's input itself, where every pixel of that
   # is in a window (even sides); else the pool's backward kernel does.
@@ -55,7 +59,8 @@ def cnn_step(params, velocities, images, labels, order, step, losses, correct, *
   spread = pool[1][1] % 2 == 0 and pool[1][2] % 2 == 0
   row_loss, row_correct, dh, dw3, db3 = dense_xent.head_call(
       h, head["w"], head["b"], y_labels, with_grads=True, parts=True, precision=precision,
-      interpret=interpret, pool=pool if spread else None, **dense_xent.choose_blocks(*h.shape))
+      interpret=interpret, pool=pool if spread else None, logits_parts=logits_parts,
+      **dense_xent.SPLIT_BLOCKS)  # The split form: the one that takes logits_parts.
   dw1, db1, dw2, db2 = conv_stack.grad_parts(
       res, None if spread else dh.reshape(y.shape), precision, None, interpret,
       g=dh.reshape(pool[1]) if spread else None)

@@ -242,13 +242,20 @@ def _runs(groups, taps):
   return [groups[i:i + taps] for i in range(0, len(groups), taps)]
 
 
-def conv_dw_kernel(x_ref, g_ref, *refs, h, w, cin, cout, block_p, chunks_per_split, precision,
-                   wide, relu, taps):
+def conv_dw_kernel(x_ref, g_ref, *refs, relu, **kw):
   # relu: g_ref holds dy, and the next ref y, the forward's output: g = dy * [y > 0] here.
   y_ref, dw_ref, db_ref = refs if relu else (None, *refs)
+  dw_program(x_ref, g_ref, y_ref, dw_ref, db_ref, pl.program_id(0), pl.program_id(1), **kw)
+
+
+def dw_program(x_ref, g_ref, y_ref, dw_ref, db_ref, gi, s, *, h, w, cin, cout, block_p,
+               chunks_per_split, precision, wide, taps):
+  """Program (gi, s) of dw: run gi of the column tiles, split s of the output pixels (y_ref:
+  the forward's output, for ReLU's gradient, or None). Shared with ``conv_stack``, whose
+  backward kernel runs these programs beside its own."""
+  relu = y_ref is not None
   oh_n, ow_n = h - 2, w - 2
   n_out = g_ref.shape[0]
-  gi, s = pl.program_id(0), pl.program_id(1)
   groups = _groups(cin, wide)
   rows_per_split = _width(groups)
 
@@ -320,27 +327,33 @@ def conv_dx(g, w, x_shape, *, precision="float32", block_p=64, num_warps=4, wide
   return dx.reshape(x_shape)
 
 
+def dw_launch(x_shape, cout, *, precision, block_p, splits, taps, wide, dtype):
+  """dw's grid (runs of taps, splits), its program options (``dw_program``'s keywords) and its
+  outputs' shapes (partial dw and db tiles, one per split) for input x_shape and cout outputs."""
+  n, h, wd, cin = x_shape
+  chunks = pl.cdiv(n * (h - 2) * (wd - 2), block_p)
+  splits = max(1, min(splits, chunks))
+  groups = _groups(cin, wide)
+  kw = dict(h=h, w=wd, cin=cin, cout=cout, block_p=block_p, precision=precision, wide=wide,
+            chunks_per_split=pl.cdiv(chunks, splits), taps=taps)
+  out = [jax.ShapeDtypeStruct((splits * _width(groups), _pad(cout)), dtype),
+         jax.ShapeDtypeStruct((splits, _pad(cout)), dtype)]
+  return (len(_runs(groups, taps)), splits), kw, out
+
+
 def conv_dw_parts(x, g, y=None, *, precision="float32", block_p=64, splits=128, num_warps=4,
                   num_stages=1, taps=3, wide=False, interpret=False):
   """dw's and db's partial tiles (laid out as ``dw_layout`` says), one per split, from the input
   x and the output gradient g; with ``y``, the forward's output, g is dy and the kernel applies
   ReLU's gradient, g = dy * [y > 0]. ``taps``: column tiles (taps) a program takes, each block
   of g loaded once for them."""
-  n, h, wd, cin = x.shape
-  cout = g.shape[-1]
-  chunks = pl.cdiv(g.size // cout, block_p)
-  splits = max(1, min(splits, chunks))
-  kernel = functools.partial(conv_dw_kernel, h=h, w=wd, cin=cin, cout=cout, block_p=block_p,
-                             chunks_per_split=pl.cdiv(chunks, splits), precision=precision,
-                             wide=wide, relu=y is not None, taps=taps)
-  groups = _groups(cin, wide)
-  cout_p, rows = _pad(cout), _width(groups)  # Rows per split.
+  cin, cout = x.shape[-1], g.shape[-1]
+  grid, kw, out_shape = dw_launch(x.shape, cout, precision=precision, block_p=block_p,
+                                  splits=splits, taps=taps, wide=wide, dtype=x.dtype)
   return pl.pallas_call(
-      kernel, out_shape=[jax.ShapeDtypeStruct((splits * rows, cout_p), x.dtype),
-                         jax.ShapeDtypeStruct((splits, cout_p), x.dtype)],
-      grid=(len(_runs(groups, taps)), splits),
-      compiler_params=common.compiler_params(num_warps, num_stages), interpret=interpret,
-      name="conv_dw")(
+      functools.partial(conv_dw_kernel, relu=y is not None, **kw), out_shape=out_shape,
+      grid=grid, compiler_params=common.compiler_params(num_warps, num_stages),
+      interpret=interpret, name="conv_dw")(
           x.reshape(-1, cin), g.reshape(-1, cout), *([] if y is None else [y.reshape(-1, cout)]))
 
 

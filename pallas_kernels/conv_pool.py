@@ -10,7 +10,10 @@ backward, then ReLU's gradient, as two more passes over a map of that size. Here
             largest, and stores ReLU of it and which of the four positions held it (0..3, the
             first on ties, as XLA), or -1 where the pooled value is not positive: there
             ReLU's gradient is 0 at every position. The convolution's output never reaches
-            memory.
+            memory. Given the next layer's weights (``head_w``, a dense layer on the flattened
+            pooled map), it also stores its pooled pixels' share of that layer's outputs,
+            which the layer's kernel adds up (``dense_xent.head_call``'s ``logits_parts``)
+            instead of computing them in a launch of its own.
   backward  ``max_pool``'s backward kernel spreads the pooled gradient to the chosen positions
             (nowhere for -1): that is already the gradient of the convolution's
             pre-activation, which ``conv.py``'s dw and dx kernels take.
@@ -31,11 +34,13 @@ from pallas_kernels import common, conv, max_pool
 
 # Pooled pixels per program and warps of the forward kernel, for float32 and the tensor-core
 # precisions (``conv.units``). Swept on the H100 at the CNN's conv2 (batch 64, a tile per tap):
-# 15.6 us float32 (32: 16.5, 64: 28.8), 11.3 us tf32 (16: 12.0, 32: 13.1). ``blocks`` overrides:
-# block_q here, num_warps here and in the backward's dw and dx kernels, the rest as
-# ``conv.config``.
-DEFAULT_BLOCKS = {"float32": dict(block_q=16, num_warps=4),
-                  "tensor": dict(block_q=64, num_warps=4)}
+# 15.6 us float32 (32: 16.5, 64: 28.8), 11.3 us tf32 (16: 12.0, 32: 13.1). ``patch``: load the
+# 4 x 4 input patch's 16 tiles once each rather than a tile per (position, tap), 36 (same bits;
+# with the head's logits, H100: tf32 14.3 -> 10.9 us, bfloat16 13.5 -> 9.9, but float32 on the
+# FMA units 17.4 -> 20.3). ``blocks`` overrides: block_q here, num_warps here and in the
+# backward's dw and dx kernels, patch, the rest as ``conv.config``.
+DEFAULT_BLOCKS = {"float32": dict(block_q=16, num_warps=4, patch=False),
+                  "tensor": dict(block_q=64, num_warps=4, patch=True)}
 
 
 def conv_relu_pool_reference(x, w, b):
@@ -43,15 +48,43 @@ def conv_relu_pool_reference(x, w, b):
   return max_pool.max_pool_reference(conv.conv_relu_reference(x, w, b))
 
 
-def conv_relu_pool_kernel(x_ref, w_ref, b_ref, y_ref, arg_ref, *, h, w, cin, cout, block_q,
-                          precision, wide):
+def head_logits_tile(head_ref, y, q, ok, cout, n_classes):
+  """The dense layer's outputs over this program's pooled pixels q (rows of y, channels as
+  columns), ``sum(y[q, c] * head_w[q * cout + c])``: h's flattened NHWC index. Exact float32
+  products at every precision (under 1 % of the CNN step's arithmetic)."""
+  co, n = jnp.arange(y.shape[1]), jnp.arange(max(16, pl.next_power_of_2(n_classes)))
+  mask = ((ok[:, None] & (co < cout)[None, :])[:, :, None] & (n < n_classes)[None, None, :])
+  rows = jnp.where(mask, (q[:, None] * cout + co[None, :])[:, :, None], 0)
+  w = plgpu.load(head_ref.at[rows, jnp.broadcast_to(n[None, None, :], rows.shape)], mask=mask,
+                 other=0.0)
+  return jnp.sum(jnp.sum(y[:, :, None].astype(w.dtype) * w, axis=0), axis=0)
+
+
+def conv_relu_pool_kernel(x_ref, w_ref, b_ref, *refs, h, w, cin, cout, block_q, precision, wide,
+                          patch, n_classes=None):
+  # With n_classes: refs are the head's weights, then y, arg and the partial logits.
+  head_ref, (y_ref, arg_ref, *z_ref) = (refs[0], refs[1:]) if n_classes else (None, refs)
   pw_n = (w - 2) // 2  # Pooled columns; an odd last row or column of the conv is dropped.
   n_pooled = ((h - 2) // 2) * pw_n
   b, q = pl.program_id(0), pl.program_id(1) * block_q + jnp.arange(block_q)
   ok = q < n_pooled
   ph, pw = q // pw_n, q % pw_n
   acc = [jnp.zeros((block_q, conv._pad(cout)), common.acc_dtype(x_ref.dtype))] * 4
-  for group in conv._groups(cin, wide):
+  groups = conv._groups(cin, wide)
+  if patch and len(groups) == 9:  # A tile per tap.
+    # The four positions' nine taps read 16 input offsets: the 4 x 4 patch under the window.
+    # Each offset's tile loaded once serves every (position, tap) that reads it. Each
+    # position still adds its taps in order 0..8: the same bits as the loop below.
+    w_rows = [conv._weight_rows(w_ref, group, cin, cout) for group in groups]
+    top = b * h * w + 2 * ph * w + 2 * pw
+    for o in range(16):
+      cols = conv._input_cols(x_ref, top + (o // 4) * w + o % 4, ok, groups[0], w, cin)
+      for k in range(4):
+        di, dj = o // 4 - k // 2, o % 4 - k % 2
+        if 0 <= di < 3 and 0 <= dj < 3:
+          acc[k] += common.dot(cols, w_rows[3 * di + dj], precision)
+    groups = []
+  for group in groups:
     w_rows = conv._weight_rows(w_ref, group, cin, cout)  # Once for the four positions.
     for k in range(4):  # Window position (k // 2, k % 2): its conv pixel's tap (0, 0) row.
       corner = b * h * w + (2 * ph + k // 2) * w + 2 * pw + k % 2
@@ -65,8 +98,12 @@ def conv_relu_pool_kernel(x_ref, w_ref, b_ref, y_ref, arg_ref, *, h, w, cin, cou
     arg = jnp.where(v > best, k, arg)  # Strictly greater: the first maximum wins.
     best = jnp.maximum(best, v)
   row0 = b * n_pooled + pl.program_id(1) * block_q
-  common.store_tile(y_ref, row0, 0, jnp.maximum(best, 0.0), row_ok=ok)
+  y = jnp.maximum(best, 0.0).astype(y_ref.dtype)
+  common.store_tile(y_ref, row0, 0, y, row_ok=ok)
   common.store_tile(arg_ref, row0, 0, jnp.where(best > 0, arg, -1), row_ok=ok)
+  if n_classes:  # Program (b, j)'s partial: row j * B + b.
+    z = head_logits_tile(head_ref, y, q, ok, cout, n_classes)
+    common.store_tile(z_ref[0], pl.program_id(1) * pl.num_programs(0) + b, 0, z[None, :])
 
 
 def _config(precision, blocks, cin=None):
@@ -74,25 +111,38 @@ def _config(precision, blocks, cin=None):
   over = dict(blocks or ())
   bwd = conv.config(precision, [(k, v) for k, v in over.items() if k != "block_q"], cin)
   fwd = dict(DEFAULT_BLOCKS[conv.units(precision)])
-  fwd.update({k: over[k] for k in ("block_q", "num_warps") if k in over})
+  fwd.update({k: over[k] for k in ("block_q", "num_warps", "patch") if k in over})
   return fwd, bwd
 
 
-def conv_relu_pool_fwd(x, w, b, *, precision="float32", block_q=32, num_warps=4, wide=False,
-                       interpret=False):
-  """Pooled ReLU(conv(x, w) + b), NHWC, and the chosen positions ((B*PH*PW, cout) int32)."""
+def backward_config(precision, blocks, cin):
+  """``conv.config`` for the backward kernels (dw, dx) of a ``cin``-channel input."""
+  return _config(precision, blocks, cin)[1]
+
+
+def conv_relu_pool_fwd(x, w, b, *, head_w=None, precision="float32", block_q=32, num_warps=4,
+                       wide=False, patch=False, interpret=False):
+  """Pooled ReLU(conv(x, w) + b), NHWC, and the chosen positions ((B*PH*PW, cout) int32); with
+  ``head_w`` (PH*PW*cout, classes), also the partial logits of the flattened pooled map times
+  head_w: (programs an image * B, classes padded to c_pad) float32, program j's at rows j * B."""
   (n, h, wd, cin), cout = x.shape, w.shape[-1]
   ph_n, pw_n = (h - 2) // 2, (wd - 2) // 2
-  kernel = functools.partial(conv_relu_pool_kernel, h=h, w=wd, cin=cin, cout=cout,
-                             block_q=block_q, precision=precision, wide=wide)
+  grid = (n, pl.cdiv(ph_n * pw_n, block_q))
   m = n * ph_n * pw_n
-  y, arg = pl.pallas_call(
-      kernel, out_shape=[jax.ShapeDtypeStruct((m, cout), x.dtype),
-                         jax.ShapeDtypeStruct((m, cout), jnp.int32)],
-      grid=(n, pl.cdiv(ph_n * pw_n, block_q)),
+  out_shape = [jax.ShapeDtypeStruct((m, cout), x.dtype),
+               jax.ShapeDtypeStruct((m, cout), jnp.int32)]
+  head, n_classes = ([], None) if head_w is None else ([head_w], head_w.shape[1])
+  if head:
+    out_shape.append(jax.ShapeDtypeStruct(
+        (grid[1] * n, max(16, pl.next_power_of_2(n_classes))), common.acc_dtype(x.dtype)))
+  kernel = functools.partial(conv_relu_pool_kernel, h=h, w=wd, cin=cin, cout=cout,
+                             block_q=block_q, precision=precision, wide=wide, patch=patch,
+                             n_classes=n_classes)
+  y, arg, *z = pl.pallas_call(
+      kernel, out_shape=out_shape, grid=grid,
       compiler_params=common.compiler_params(num_warps, 1), interpret=interpret,
-      name="conv_relu_pool")(x.reshape(-1, cin), w.reshape(9 * cin, cout), b)
-  return y.reshape(n, ph_n, pw_n, cout), arg
+      name="conv_relu_pool")(x.reshape(-1, cin), w.reshape(9 * cin, cout), b, *head)
+  return (y.reshape(n, ph_n, pw_n, cout), arg, *z)
 
 
 # The differentiable op -------------------------------------------------------------------------
@@ -104,34 +154,29 @@ def conv_relu_pool(x, w, b, precision="float32", blocks=None, interpret=False):
 
 
 def _vjp_fwd(x, w, b, precision, blocks, interpret):
-  fwd, bwd = _config(precision, blocks)
-  y, arg = conv_relu_pool_fwd(x, w, b, precision=precision, wide=bwd["wide"],
-                              interpret=interpret, **fwd)
+  y, arg = forward(x, w, b, precision, blocks, interpret)
   return y, (x, w, arg)
 
 
-def weight_grad_parts(x, cout, arg, dy, precision, blocks, interpret, g=None):
-  """The backward up to the weights: (g, dw's and db's partial tiles (``conv.dw_layout``), the
-  backward's ``conv.config``), g the convolution's pre-activation gradient, for the caller's dx
-  (here ``conv_dx``; ``conv_stack`` goes on from g to the layer below). ``g``: already spread
-  by the layer above (then dy is not read)."""
-  _, cfg = _config(precision, blocks, cin=x.shape[-1])
-  n, h, wd, _ = x.shape
-  # The pooled gradient at the chosen positions (-1: none) is the conv's pre-activation gradient.
-  if g is None:
-    g = max_pool.pool_bwd(dy, arg, (n, h - 2, wd - 2, cout), interpret=interpret,
-                          **max_pool.DEFAULT_BLOCKS)
-  dw_parts, db_parts = conv.conv_dw_parts(
-      x, g, precision=precision, wide=cfg["wide"], interpret=interpret, block_p=cfg["dw_p"],
-      num_warps=cfg["dw_warps"], num_stages=cfg["dw_stages"], taps=cfg["dw_taps"],
-      splits=cfg["splits"])
-  return g, dw_parts, db_parts, cfg
+def forward(x, w, b, precision, blocks, interpret, head_w=None):
+  """``conv_relu_pool_fwd`` at the configured blocks."""
+  fwd, bwd = _config(precision, blocks)
+  return conv_relu_pool_fwd(x, w, b, head_w=head_w, precision=precision, wide=bwd["wide"],
+                            interpret=interpret, **fwd)
 
 
 def weight_grads(x, cout, arg, dy, precision, blocks, interpret):
-  """``weight_grad_parts`` with the partials added up: (g, dw, db, config)."""
-  g, dw_parts, db_parts, cfg = weight_grad_parts(x, cout, arg, dy, precision, blocks, interpret)
-  return (g, *conv.sum_dw_parts(dw_parts, db_parts, x.shape[-1], cout), cfg)
+  """The backward up to the weights: (g, dw, db, the backward's ``conv.config``), g the
+  convolution's pre-activation gradient, for the caller's dx."""
+  cfg = backward_config(precision, blocks, x.shape[-1])
+  n, h, wd, _ = x.shape
+  # The pooled gradient at the chosen positions (-1: none) is the conv's pre-activation gradient.
+  g = max_pool.pool_bwd(dy, arg, (n, h - 2, wd - 2, cout), interpret=interpret,
+                        **max_pool.DEFAULT_BLOCKS)
+  dw, db = conv.conv_dw(x, g, precision=precision, wide=cfg["wide"], interpret=interpret,
+                        block_p=cfg["dw_p"], num_warps=cfg["dw_warps"],
+                        num_stages=cfg["dw_stages"], taps=cfg["dw_taps"], splits=cfg["splits"])
+  return g, dw, db, cfg
 
 
 def _vjp_bwd(precision, blocks, interpret, res, dy):

@@ -19,6 +19,8 @@ on, K is cut into slices of ``split`` columns, a program per (row block, slice),
   split_grads_kernel   the logits summed over the slices in a fixed order (every program of a
                        row block computes the same bits), loss and dz as above, then the
                        slice's dh and its (row block's partial) dw
+The kernel that wrote h may have computed the partial logits already (``conv_pool``'s
+``head_w``): given as ``logits_parts``, the first launch is skipped.
 """
 
 from __future__ import annotations
@@ -45,7 +47,10 @@ LARGE_ROWS = 4096
 LARGE_BLOCKS = dict(block_m=64, block_k=64)
 MAX_CLASSES = 128  # Beyond this the logits tile no longer fits registers: use the unfused ops.
 SPLIT_K_MIN = 2048  # From this K on, the gradient pass splits K across programs.
-SPLIT_BLOCKS = dict(block_m=32, block_k=64, split=128)
+# H100, the CNN's head with the pool's spread, alone (logits and gradient kernels): float32
+# 11.3 -> 9.7 us from 64- to 128-column K blocks; in the CNN's step (partial logits given),
+# float32 73.4 -> 72.6 us, tf32 54.9 -> 54.5 (16-row blocks at 2 warps: 72.2 and 55.5).
+SPLIT_BLOCKS = dict(block_m=32, block_k=128, split=128)
 # Up to this many K slices the gradient pass adds the partial logits in an unrolled chain (H100,
 # the CNN's head, 36 slices: 9.2 -> 6.2 us float32, 7.1 -> 4.1 tf32, the same bits); beyond, in
 # a loop.
@@ -141,15 +146,17 @@ def logits_part_kernel(h_ref, w_ref, z_ref, *, block_m, block_k, split, m_pad, p
 
 
 def split_grads_kernel(h_ref, w_ref, b_ref, labels_ref, z_ref, *refs, n_classes, block_m,
-                       block_k, split, m_pad, precision, pool=None):
-  """Split K: program (i, s) sums row block i's partial logits over all slices, in order, then
-  stores dh and its partial dw for slice s; the slice-0 program stores loss, count and db."""
+                       block_k, split, z_rows, precision, pool=None):
+  """Split K: program (i, s) sums row block i's partial logits (z: one part every ``z_rows``
+  rows) over all parts, in order, then stores dh and its partial dw for slice s; the slice-0
+  program stores loss, count and db."""
   arg_ref, (loss_ref, correct_ref, dh_ref, dw_ref, db_ref) = _pool_refs(refs, pool)
   m, c_pad = h_ref.shape[0], z_ref.shape[1]
   i, s = pl.program_id(0), pl.program_id(1)
   m0 = i * block_m
-  part = lambda p: common.load_tile(z_ref, p * m_pad + m0, 0, block_m, c_pad)
-  slices = pl.cdiv(h_ref.shape[1], split)
+  row_ok = m0 + jnp.arange(block_m) < m  # Rows past m belong to the next part.
+  part = lambda p: common.load_tile(z_ref, p * z_rows + m0, 0, block_m, c_pad, row_ok=row_ok)
+  slices = z_ref.shape[0] // z_rows
   if slices <= UNROLL_SLICES:  # Unrolled: the loads in flight together, the same order of adds.
     z = functools.reduce(lambda acc, p: acc + part(p), range(1, slices), part(0))
   else:
@@ -182,12 +189,14 @@ def grad_layouts(k: int, n: int):
 
 
 def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, block_k=128,
-              split=None, num_warps=4, interpret=False, parts=False, pool=None):
+              split=None, num_warps=4, interpret=False, parts=False, pool=None,
+              logits_parts=None):
   """Row losses and correctness, then with ``with_grads`` dh, dw and db: added up, or with
   ``parts`` as the row blocks' partial tiles ((blocks * K, c_pad) and (blocks, c_pad)).
   ``pool`` = (arg, (B, H, W, C)): h is the flattened output of a 2x2 max-pool of a (B, H, W, C)
   map (H and W even) that chose positions ``arg``; dh then comes back as that map's gradient,
-  spread by this kernel (``max_pool.spread_tile``), not as h's."""
+  spread by this kernel (``max_pool.spread_tile``), not as h's. ``logits_parts``: h @ w in
+  partial sums already, (parts * B, c_pad), part p at rows p * B (the split form only)."""
   (m, k), n = h.shape, w.shape[1]
   c_pad = max(16, pl.next_power_of_2(n))
   programs = pl.cdiv(m, block_m)
@@ -206,19 +215,22 @@ def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, b
                   jax.ShapeDtypeStruct((programs * k, c_pad), h.dtype),
                   jax.ShapeDtypeStruct((programs, c_pad), h.dtype)]
   params = common.compiler_params(num_warps, 1)
+  if logits_parts is not None and not (with_grads and split):
+    raise ValueError("logits_parts needs the split form (with_grads and a split)")
   if with_grads and split:
     if split % block_k:
       raise ValueError(f"split {split} must be a multiple of block_k {block_k}")
     grid, m_pad = (programs, pl.cdiv(k, split)), programs * block_m
-    sizes = dict(block_m=block_m, block_k=block_k, split=split, m_pad=m_pad,
-                 precision=precision)
-    z_parts = pl.pallas_call(
-        functools.partial(logits_part_kernel, **sizes), grid=grid,
-        out_shape=jax.ShapeDtypeStruct((grid[1] * m_pad, c_pad), common.acc_dtype(h.dtype)),
-        compiler_params=params, interpret=interpret, name="dense_xent_logits")(h, w)
+    sizes = dict(block_m=block_m, block_k=block_k, split=split, precision=precision)
+    z_parts, z_rows = logits_parts, m
+    if logits_parts is None:
+      z_parts, z_rows = pl.pallas_call(
+          functools.partial(logits_part_kernel, m_pad=m_pad, **sizes), grid=grid,
+          out_shape=jax.ShapeDtypeStruct((grid[1] * m_pad, c_pad), common.acc_dtype(h.dtype)),
+          compiler_params=params, interpret=interpret, name="dense_xent_logits")(h, w), m_pad
     outs = pl.pallas_call(
-        functools.partial(split_grads_kernel, n_classes=n, **sizes, **pool_kw), grid=grid,
-        out_shape=out_shape, compiler_params=params, interpret=interpret,
+        functools.partial(split_grads_kernel, n_classes=n, z_rows=z_rows, **sizes, **pool_kw),
+        grid=grid, out_shape=out_shape, compiler_params=params, interpret=interpret,
         name="dense_xent_grads")(h, w, b, labels, z_parts, *pool_args)
   else:
     kernel = functools.partial(head_kernel, n_classes=n, block_m=block_m, block_k=block_k,

@@ -143,3 +143,39 @@ def test_head_spreads_the_pools_gradient_float64(n, side, c, split):
   np.testing.assert_array_equal(spread[2].reshape(shape), want)
   for a, r in zip(spread[3:], plain[3:]):
     np.testing.assert_array_equal(a, r)
+
+
+@pytest.mark.parametrize("n,side,cin,cout,classes,block_q", [(3, 9, 5, 7, 10, 4),
+                                                              (2, 14, 16, 32, 3, 16)])
+def test_conv_pool_writes_the_heads_partial_logits_float64(n, side, cin, cout, classes, block_q):
+  """The fused convolution's partial logits of the next dense layer add up to the pooled map's
+  float64 product with its weights (pooled counts that are and are not multiples of the block,
+  odd channels and classes), and the head's gradient kernel takes them in place of its own."""
+  from pallas_kernels import conv_pool, dense_xent
+  rng = np.random.default_rng()
+  with jax.enable_x64(True):
+    x = jnp.asarray(rng.normal(size=(n, side, side, cin)))
+    w, b = jnp.asarray(rng.normal(size=(3, 3, cin, cout))), jnp.asarray(rng.normal(size=cout))
+    k = ((side - 2) // 2) ** 2 * cout
+    hw, hb = jnp.asarray(rng.normal(size=(k, classes))), jnp.asarray(rng.normal(size=classes))
+    labels = jnp.asarray(rng.integers(0, classes, n))
+    y, arg, parts = conv_pool.conv_relu_pool_fwd(x, w, b, head_w=hw, block_q=block_q,
+                                                 interpret=True)
+    y0, arg0 = conv_pool.conv_relu_pool_fwd(x, w, b, block_q=block_q, interpret=True)
+    h = y.reshape(n, -1)
+    sums = np.asarray(parts).reshape(-1, n, parts.shape[1]).sum(0)
+    sizes = dict(block_m=16, block_k=32, split=64)
+    own = dense_xent.head_call(h, hw, hb, labels, with_grads=True, parts=True,
+                               interpret=True, **sizes)
+    given = dense_xent.head_call(h, hw, hb, labels, with_grads=True, parts=True,
+                                 interpret=True, logits_parts=parts, **sizes)
+  np.testing.assert_array_equal(y, y0)
+  np.testing.assert_array_equal(arg, arg0)
+  np.testing.assert_allclose(sums[:, :classes], np.asarray(h) @ np.asarray(hw), rtol=1e-12,
+                             atol=1e-12)
+  assert not sums[:, classes:].any()
+  for a, r in zip(given, own):
+    np.testing.assert_allclose(a, r, rtol=1e-12, atol=1e-12)
+  with pytest.raises(ValueError, match="split form"):
+    dense_xent.head_call(h, hw, hb, labels, with_grads=True, interpret=True, block_m=16,
+                         block_k=32, logits_parts=parts)

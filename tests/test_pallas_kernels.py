@@ -269,10 +269,12 @@ def test_relu_gradient_at_zero_is_zero_in_every_impl():
 
 @pytest.mark.parametrize("n,h,cin,cout,blocks", [
     (2, 14, 16, 32, None), (3, 9, 5, 7, None), (1, 8, 1, 16, None),
-    (3, 9, 5, 7, (("block_q", 16), ("num_warps", 2))), (2, 11, 3, 1, WIDE)])
+    (3, 9, 5, 7, (("block_q", 16), ("num_warps", 2))), (2, 11, 3, 1, WIDE),
+    (3, 11, 5, 7, (("block_q", 8), ("patch", True)))])
 def test_conv_relu_pool_forward_and_grads(n, h, cin, cout, blocks):
   """The fused conv + ReLU + pool against max_pool(conv_relu) in float64; odd conv outputs (9x9
-  from 11x11) drop their last row and column, as the pool does."""
+  from 11x11) drop their last row and column, as the pool does. ``patch``: the forward's loads
+  by input offset (the tensor-core precisions' default)."""
   rng = np.random.default_rng()
   x = rng.standard_normal((n, h, h, cin), np.float32)
   w = (rng.standard_normal((3, 3, cin, cout)) / np.sqrt(9 * cin)).astype(np.float32)
