@@ -30,9 +30,9 @@ def batch_conv_reference(images, labels, order, step, batch, w, b):
 
 
 def batch_conv_kernel(images_ref, labels_ref, order_ref, step_ref, w_ref, b_ref, y_ref, x_ref,
-                      lab_ref, *, h, w, cin, block_p, per_program, **kw):
+                      lab_ref, *, h, w, cin, block_p, per_program, stride, offset, **kw):
   b, i = pl.program_id(0), pl.program_id(1)
-  example = order_ref[step_ref[...] * pl.num_programs(0) + b]
+  example = order_ref[(step_ref[...] * stride + offset) * pl.num_programs(0) + b]
   acc, ok = conv.fwd_tile(images_ref, w_ref, b_ref, example, h=h, w=w, cin=cin,
                           block_p=block_p, **kw)
   common.store_tile(y_ref, b * (h - 2) * (w - 2) + i * block_p, 0, acc, row_ok=ok)
@@ -53,16 +53,17 @@ def batch_conv_kernel(images_ref, labels_ref, order_ref, step_ref, w_ref, b_ref,
 
 
 def batch_conv(images, labels, order, step, w, b, *, batch, precision="float32", block_p=64,
-               num_warps=4, wide=False, interpret=False):
-  """ReLU(conv(x, w) + b) on step ``step``'s batch of ``batch`` examples, x = the images (N, H,
-  W, C; uint8 pixels or floats) at ``order[step * batch:][:batch]``; returns (that, x as floats,
-  the batch's labels as int32)."""
+               num_warps=4, wide=False, stride=1, offset=0, interpret=False):
+  """ReLU(conv(x, w) + b) on step s's batch of ``batch`` examples, x = the images (N, H, W, C;
+  uint8 pixels or floats) at ``order[s * batch:][:batch]``, s = ``step * stride + offset``
+  (stride and offset static: see ``sgd_parts``); returns (that, x as floats, the batch's labels
+  as int32)."""
   n, h, wd, cin = images.shape
   cout = w.shape[-1]
   grid = (batch, pl.cdiv((h - 2) * (wd - 2), block_p))
   kernel = functools.partial(batch_conv_kernel, h=h, w=wd, cin=cin, cout=cout, block_p=block_p,
                              per_program=pl.cdiv(h * wd, grid[1]), precision=precision,
-                             wide=wide)
+                             wide=wide, stride=stride, offset=offset)
   dtype = w.dtype
   y, x, y_labels = pl.pallas_call(
       kernel, out_shape=[jax.ShapeDtypeStruct((batch * (h - 2) * (wd - 2), cout), dtype),

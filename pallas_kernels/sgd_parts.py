@@ -93,18 +93,19 @@ def _update(part_ref, p_ref, v_ref, lr_ref, mu_ref, p_out, v_out, j, *, lay, par
   plgpu.store(p_out.at[flat], (p - lr_ref[...] * g).astype(p_out.dtype), mask=ok)
 
 
-def _metrics(loss_ref, correct_ref, step_ref, losses_out, correct_out):
-  """The batch's mean loss and correct count, at ``step`` of the epoch's arrays."""
+def _metrics(loss_ref, correct_ref, step_ref, losses_out, correct_out, stride, offset):
+  """The batch's mean loss and correct count, at ``step * stride + offset`` of the epoch's
+  arrays."""
   m = loss_ref.shape[0]
   rows = jnp.arange(pl.next_power_of_2(m))
   loss = jnp.sum(plgpu.load(loss_ref.at[rows], mask=rows < m, other=0.0)) / m
   correct = jnp.sum(plgpu.load(correct_ref.at[rows], mask=rows < m, other=0))
-  at = jnp.full((1,), step_ref[...], jnp.int32)
+  at = jnp.full((1,), step_ref[...] * stride + offset, jnp.int32)
   plgpu.store(losses_out.at[at], jnp.full((1,), loss, losses_out.dtype))
   plgpu.store(correct_out.at[at], jnp.full((1,), correct, correct_out.dtype))
 
 
-def sgd_parts_kernel(*refs, n, momentum, plans):
+def sgd_parts_kernel(*refs, n, momentum, plans, stride, offset):
   """refs: n partials, n params, (n velocities), lr, momentum, row losses, row correct, step,
   epoch losses, epoch correct, then the outputs: n params, (n velocities), epoch losses, epoch
   correct (all aliased to their inputs)."""
@@ -126,7 +127,7 @@ def sgd_parts_kernel(*refs, n, momentum, plans):
     pl.when((pid >= start) & (pid < stop))(lambda body=body, start=start: body(pid - start))
     start = stop
   pl.when(pid == start)(
-      lambda: _metrics(loss_ref, correct_ref, step_ref, losses_out, correct_out))
+      lambda: _metrics(loss_ref, correct_ref, step_ref, losses_out, correct_out, stride, offset))
 
 
 class _Plan(NamedTuple):
@@ -138,12 +139,14 @@ class _Plan(NamedTuple):
 
 
 def sgd_parts(parts, params, velocities, layouts, lr, momentum, row_loss, row_correct, step,
-              losses, correct, *, num_warps=4, interpret=False):
+              losses, correct, *, stride=1, offset=0, num_warps=4, interpret=False):
   """One SGD step on ``params`` (a list of arrays) from ``parts`` (per parameter, its partial
   sums as (P, layout size) or anything that reshapes to it), with optax's momentum trace in
   ``velocities`` (None: plain SGD), ``lr`` and ``momentum`` scalars. Also stores the batch's mean
   loss and correct count (from ``row_loss``, ``row_correct``) at ``step`` of ``losses`` and
-  ``correct``. Returns (params, velocities, losses, correct), each array updated in place."""
+  ``correct`` (at ``step * stride + offset``: a loop that runs several steps an iteration passes
+  its counter, and the step's place in the iteration as static numbers, no XLA op to compute
+  it). Returns (params, velocities, losses, correct), each array updated in place."""
   n, with_v = len(params), velocities is not None
   parts = [part.reshape(-1, lay.size) for part, lay in zip(parts, layouts)]
   plans = []
@@ -159,7 +162,8 @@ def sgd_parts(parts, params, velocities, layouts, lr, momentum, row_loss, row_co
   out_shape = [jax.ShapeDtypeStruct(s.shape, s.dtype) for s in (*state, losses, correct)]
   aliases = {first_state + i: i for i in range(len(state))}
   aliases.update({first_metric: len(state), first_metric + 1: len(state) + 1})
-  kernel = functools.partial(sgd_parts_kernel, n=n, momentum=with_v, plans=tuple(plans))
+  kernel = functools.partial(sgd_parts_kernel, n=n, momentum=with_v, plans=tuple(plans),
+                             stride=stride, offset=offset)
   outs = pl.pallas_call(
       kernel, out_shape=out_shape, grid=(sum(p.programs for p in plans) + 1,),
       input_output_aliases=aliases, compiler_params=common.compiler_params(num_warps, 1),
