@@ -50,11 +50,12 @@ from pallas_kernels import common
 # same bits; nine taps: 16.2 and 14.1). In the CNN's step (``fusion="step"``, conv2's dw beside
 # the dx programs in one launch, conv_stack), float32, us a step: 256 splits 69.3-69.5 against
 # 69.9-70.2 at 128 (512: 73.4; 64: 77.5), but tf32 52.4 against 50.8; conv1's forward (the only
-# user of fwd_p there) 64 pixels a program, 69.3 against 69.9 (alone 3.65 against 3.90 us).
+# user of fwd_p there) 64 pixels a program, 69.3 against 69.9 (alone 3.65 against 3.90 us);
+# dw's loop in 3 stages, 68.5 against 69.1-69.2 (the same bits).
 # ``blocks`` overrides: block_p, num_warps (all three kernels), splits, wide, dw_taps.
 DEFAULT_BLOCKS = {
     "float32": dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=32, dw_warps=4,
-                    dw_stages=2, dw_taps=3, splits=256),
+                    dw_stages=3, dw_taps=3, splits=256),
     "tensor": dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=64, dw_warps=4,
                    dw_stages=1, dw_taps=3, splits=128),
 }
