@@ -84,7 +84,7 @@ def backward_kernel(g_ref, w_ref, y1_ref, x_ref, dw1_ref, db1_ref, dw2_ref, db2_
 
 
 def backward_parts(g, w2, y1, x, *, precision, cfg, interpret=False):
-  """The upper convolution's dw and db and the lower one's as partial tiles (``conv.dw_layout``),
+  """The lower and the upper convolution's dw and db as partial tiles (``conv.dw_layout``),
   (dw1, db1, dw2, db2), from the upper pre-activation gradient g (NHWC), the upper weights w2,
   the lower output y1 and the lower input x; ``cfg``: ``conv.config``'s blocks. The lower's
   partials are one a dx program, the upper's one a split."""
