@@ -66,12 +66,14 @@ def test_sgd_parts_matches_reference_float64(momentum):
   np.testing.assert_array_equal(correct, [-1, -1, int(np.sum(row_correct)), -1])
 
 
-@pytest.mark.parametrize("optimizer,side", [("momentum", 12), ("sgd", 13)])
-def test_cnn_step_epoch_float64_matches_xla(optimizer, side):
+@pytest.mark.parametrize("optimizer,side,batch", [("momentum", 12, 6), ("sgd", 13, 4)])
+def test_cnn_step_epoch_float64_matches_xla(optimizer, side, batch):
   """An epoch of step kernels follows the xla scan's trajectory to rounding in float64: params,
   momentum, mean loss and accuracy. Mostly blank images, like MNIST's, so that exact-zero
   pre-activations (where ReLU's subgradient could differ) are there to be met. Side 12: the
-  head spreads the pool's gradient itself; 13 (an odd pooled map, 9 x 9): the pool's kernel."""
+  head spreads the pool's gradient itself; 13 (an odd pooled map, 9 x 9): the pool's kernel.
+  3 and 5 steps: fewer than an iteration of the loop (``fused_step.UNROLL``), and one iteration
+  and a step more."""
   rng = np.random.default_rng()
   images = np.zeros((20, side, side), np.uint8)
   images[:, 3:9, 3:9] = rng.integers(0, 256, (20, 6, 6))
@@ -84,7 +86,7 @@ def test_cnn_step_epoch_float64_matches_xla(optimizer, side):
     x = jnp.asarray(images, jnp.float64) / 255
     for impl, fusion in (("xla", "ops"), ("pallas", "step")):
       out[fusion] = train.train_epoch_no_donate(params, tx.init(params), x, labels, order,
-                                                tx=tx, batch_size=6, impl=impl,
+                                                tx=tx, batch_size=batch, impl=impl,
                                                 model=models.CNN, fusion=fusion)
   (p1, s1, m1), (p2, s2, m2) = out["ops"], out["step"]
   assert jax.tree.structure((p1, s1)) == jax.tree.structure((p2, s2))
