@@ -300,9 +300,9 @@ def step_cases(rng, interpret):
   with jax.enable_x64(True):
     p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
     v64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), vel)
+    state64 = fused_epoch.with_velocities(tx.init(p64), v64)  # optax's momentum trace
     (ref, _, _) = jax.jit(train.train_step, static_argnames=train.STATIC)(
-        p64, optax_state(v64), (images[order] / 255.0, labels[order]), tx=tx,
-        model=models.CNN)
+        p64, state64, (images[order] / 255.0, labels[order]), tx=tx, model=models.CNN)
     ref_change = [np.asarray(r) - np.asarray(p) for r, p in zip(jax.tree.leaves(ref),
                                                                 jax.tree.leaves(p64))]
   for precision in TOLERANCE:
@@ -314,12 +314,6 @@ def step_cases(rng, interpret):
                                                                          jax.tree.leaves(params))]
     yield "cnn step (every parameter's change)", precision, max(
         rel_err(c, r) for c, r in zip(change, ref_change))
-
-
-def optax_state(velocities):
-  """optax's momentum state (``optax.sgd(lr, momentum)``) holding ``velocities``."""
-  import optax
-  return (optax.TraceState(trace=velocities), optax.EmptyState())
 
 
 # (widths, batch, optimizer): every MLP-family shape of the project, odd sizes, batch 1 and 37.

@@ -26,11 +26,11 @@ from jax import lax
 from jaxshallow import fused_epoch
 
 MODELS = ("cnn",)
+OPTIMIZERS = ("sgd", "momentum")
 # Steps an iteration of the epoch's loop: the loop's counter is an XLA launch of its own
 # (about 1.2 us on the H100), paid once an iteration. H100, float32, us a step: 70.6 at 1,
 # 69.9 at 2, 69.2 at 4 (compilation 6.1, 8.1, 9.7 s).
 UNROLL = 4
-OPTIMIZERS = ("sgd", "momentum")
 
 
 def problem(model: str, optimizer: str) -> str | None:

@@ -128,7 +128,7 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
            fusion: str = "ops"):
   """One epoch over ``images[order]`` (resident on the device) as a single ``lax.scan``, or,
   with ``impl="pallas", fusion="epoch"``, as one Pallas kernel (``pallas_kernels.mlp_epoch``),
-  or with ``fusion="step"`` (the CNN) as a scan over steps of Pallas kernels alone
+  or with ``fusion="step"`` (the CNN) as a loop over steps of Pallas kernels alone
   (``fused_step``).
 
   Returns ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.

@@ -52,7 +52,7 @@ def head_logits_tile(head_ref, y, q, ok, cout, n_classes):
   """The dense layer's outputs over this program's pooled pixels q (rows of y, channels as
   columns), ``sum(y[q, c] * head_w[q * cout + c])``: h's flattened NHWC index. Exact float32
   products at every precision (under 1 % of the CNN step's arithmetic)."""
-  co, n = jnp.arange(y.shape[1]), jnp.arange(max(16, pl.next_power_of_2(n_classes)))
+  co, n = jnp.arange(y.shape[1]), jnp.arange(conv._pad(n_classes))
   mask = ((ok[:, None] & (co < cout)[None, :])[:, :, None] & (n < n_classes)[None, None, :])
   rows = jnp.where(mask, (q[:, None] * cout + co[None, :])[:, :, None], 0)
   w = plgpu.load(head_ref.at[rows, jnp.broadcast_to(n[None, None, :], rows.shape)], mask=mask,
@@ -74,7 +74,7 @@ def conv_relu_pool_kernel(x_ref, w_ref, b_ref, *refs, h, w, cin, cout, block_q, 
   if patch and len(groups) == 9:  # A tile per tap.
     # The four positions' nine taps read 16 input offsets: the 4 x 4 patch under the window.
     # Each offset's tile loaded once serves every (position, tap) that reads it. Each
-    # position still adds its taps in order 0..8: the same bits as the loop below.
+    # position still adds its taps in order 0..8: the same bits as the tile-per-tap loop.
     w_rows = [conv._weight_rows(w_ref, group, cin, cout) for group in groups]
     top = b * h * w + 2 * ph * w + 2 * pw
     for o in range(16):
@@ -83,13 +83,13 @@ def conv_relu_pool_kernel(x_ref, w_ref, b_ref, *refs, h, w, cin, cout, block_q, 
         di, dj = o // 4 - k // 2, o % 4 - k % 2
         if 0 <= di < 3 and 0 <= dj < 3:
           acc[k] += common.dot(cols, w_rows[3 * di + dj], precision)
-    groups = []
-  for group in groups:
-    w_rows = conv._weight_rows(w_ref, group, cin, cout)  # Once for the four positions.
-    for k in range(4):  # Window position (k // 2, k % 2): its conv pixel's tap (0, 0) row.
-      corner = b * h * w + (2 * ph + k // 2) * w + 2 * pw + k % 2
-      acc[k] += common.dot(conv._input_cols(x_ref, corner, ok, group, w, cin), w_rows,
-                           precision)
+  else:
+    for group in groups:
+      w_rows = conv._weight_rows(w_ref, group, cin, cout)  # Once for the four positions.
+      for k in range(4):  # Window position (k // 2, k % 2): its conv pixel's tap (0, 0) row.
+        corner = b * h * w + (2 * ph + k // 2) * w + 2 * pw + k % 2
+        acc[k] += common.dot(conv._input_cols(x_ref, corner, ok, group, w, cin), w_rows,
+                             precision)
   co = jnp.arange(conv._pad(cout))
   bias = plgpu.load(b_ref.at[co], mask=co < cout, other=0.0)[None, :]
   best, arg = acc[0] + bias, jnp.zeros(acc[0].shape, jnp.int32)
@@ -134,7 +134,7 @@ def conv_relu_pool_fwd(x, w, b, *, head_w=None, precision="float32", block_q=32,
   head, n_classes = ([], None) if head_w is None else ([head_w], head_w.shape[1])
   if head:
     out_shape.append(jax.ShapeDtypeStruct(
-        (grid[1] * n, max(16, pl.next_power_of_2(n_classes))), common.acc_dtype(x.dtype)))
+        (grid[1] * n, conv._pad(n_classes)), common.acc_dtype(x.dtype)))
   kernel = functools.partial(conv_relu_pool_kernel, h=h, w=wd, cin=cin, cout=cout,
                              block_q=block_q, precision=precision, wide=wide, patch=patch,
                              n_classes=n_classes)
