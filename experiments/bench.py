@@ -73,10 +73,10 @@ TECHNIQUES = [  # (variant name, Config overrides, whether it is slow)
     ("tf32", dict(precision="tf32"), False),
     ("bfloat16", dict(precision="bfloat16"), False),
 ]
-COLUMNS = ["group", "workload", "impl", "variant", "fusion", "optimizer", "lr", "batch_size", "epochs",
-           "n_train", "repeats", "train_time_s", "epoch_time_s", "steps_per_s", "samples_per_s",
-           "compile_time_s", "device_memory_mb", "diverged", "test_accuracy", "final_mse",
-           "x_numpy", "x_torch_graph"]
+COLUMNS = ["group", "workload", "impl", "variant", "fusion", "optimizer", "lr", "batch_size",
+           "epochs", "n_train", "repeats", "train_time_s", "epoch_time_s", "steps_per_s",
+           "samples_per_s", "compile_time_s", "device_memory_mb", "diverged", "test_accuracy",
+           "final_mse", "x_numpy", "x_torch_graph"]
 
 
 @dataclasses.dataclass

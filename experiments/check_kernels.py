@@ -317,9 +317,10 @@ def step_cases(rng, interpret):
 
 
 # (widths, batch, optimizer): every MLP-family shape of the project, odd sizes, batch 1 and 37.
-EPOCH_CASES = [((784, 256, 10), 64, "sgd"), ((784, 10), 64, "sgd"), ((784, 512, 256, 10), 64, "sgd"),
-               ((784, 256, 10), 1, "sgd"), ((33, 40, 17, 3), 37, "momentum"),
-               ((784, 256, 10), 256, "momentum"), ((32, 256, 1), 256, "sgd"),
+EPOCH_CASES = [((784, 256, 10), 64, "sgd"), ((784, 10), 64, "sgd"),
+               ((784, 512, 256, 10), 64, "sgd"), ((784, 256, 10), 1, "sgd"),
+               ((33, 40, 17, 3), 37, "momentum"), ((784, 256, 10), 256, "momentum"),
+               ((32, 256, 1), 256, "sgd"),
                ((32, 1024, 1), 256, "sgd"), ((32, 256, 1024, 256, 1), 256, "sgd")]
 EPOCH_STEPS = 20
 
@@ -441,7 +442,8 @@ def main(argv):
         f"{'interpret mode' if interpret else 'compiled kernels'}")
   failures, count = 0, 0
   groups = {"dense": dense_cases, "xent": xent_cases, "head": head_cases, "conv": conv_cases,
-            "step": step_cases, "epoch": epoch_cases, "barrier": barrier_cases, "population": population_cases}
+            "step": step_cases, "epoch": epoch_cases, "barrier": barrier_cases,
+            "population": population_cases}
   unknown = set(_ONLY.value) - set(groups)
   if unknown:
     sys.exit(f"error: unknown --only group(s) {', '.join(sorted(unknown))}")

@@ -1,8 +1,9 @@
 """The small set of ops every model is written against, one implementation per ``impl``.
 
 Models call ``ops.dense``, ``ops.conv_relu``, ``ops.max_pool``, ``ops.conv_relu_pool``,
-``ops.conv_stack``, ``ops.softmax_cross_entropy`` and ``ops.mse``, never jnp products directly, so the Pallas kernels
-slot in without touching model code. Images are NHWC, convolution weights HWIO.
+``ops.conv_stack``, ``ops.softmax_cross_entropy`` and ``ops.mse``, never jnp products directly,
+so the Pallas kernels slot in without touching model code. Images are NHWC, convolution weights
+HWIO.
 
 Precision modes, for the matrix products and convolutions only (everything else stays float32):
   float32   exact float32 products (``Precision.HIGHEST``; on GPUs XLA's default would use TF32)

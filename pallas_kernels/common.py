@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 # "float32x3": three TF32 tensor-core products per product (operands split into a TF32 part and
@@ -28,6 +29,12 @@ def dot(a, b, precision: str, trans_a: bool = False, trans_b: bool = False):
 def acc_dtype(dtype):
   """Accumulate in float32, or float64 for float64 inputs (interpret-mode verification)."""
   return jnp.promote_types(dtype, jnp.float32)
+
+
+def tile_side(n: int) -> int:
+  """The side of a tile that holds n: a power of two (Triton's shapes), at least 16 (the
+  smallest a Triton dot takes). Channels, classes and batch rows are padded to it."""
+  return max(16, pl.next_power_of_2(n))
 
 
 def compiler_params(num_warps: int, num_stages: int):

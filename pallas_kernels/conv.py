@@ -108,18 +108,15 @@ def conv_relu_reference(x, w, b):
   return jax.nn.relu(y + b)
 
 
-def _pad(c):
-  return max(16, pl.next_power_of_2(c))
-
-
 def _groups(c, wide):
   """The taps' column tiles for c channels: (first tap, taps, columns per tap, tile width);
   ``wide``: taps 0-7 in one tile (see the module's docstring)."""
   if c == 1:
     return [(0, 9, 1, 16)]
+  c_p = common.tile_side(c)
   if wide:
-    return [(0, 8, _pad(c), 8 * _pad(c)), (8, 1, _pad(c), _pad(c))]
-  return [(t, 1, _pad(c), _pad(c)) for t in range(9)]
+    return [(0, 8, c_p, 8 * c_p), (8, 1, c_p, c_p)]
+  return [(t, 1, c_p, c_p) for t in range(9)]
 
 
 def _width(groups):
@@ -161,7 +158,7 @@ def _tap_tile(ref, rows, ok, ch, width_ok):
 def _weight_rows(w_ref, group, cin, cout):
   """The (width, cout_p) weights matching a group's columns: row (tap, ci) = w[tap * cin + ci]."""
   di, dj, ch, ok = _columns(group, cin)
-  co = jnp.arange(_pad(cout))
+  co = jnp.arange(common.tile_side(cout))
   rows = jnp.where(ok, (3 * di + dj) * cin + ch, 0)
   return plgpu.load(w_ref.at[rows[:, None], co[None, :]], mask=ok[:, None] & (co < cout)[None, :],
                     other=0.0)
@@ -171,7 +168,7 @@ def _weight_rows_t(w_ref, group, cin, cout, vector):
   """For dx, with columns over the cout channels of the taps: (width, cin_p), row (tap, co) =
   w[tap * cin + ci, co] over ci."""
   di, dj, co, ok = _columns(group, cout, vector)
-  ci = jnp.arange(_pad(cin))
+  ci = jnp.arange(common.tile_side(cin))
   mask = ok[:, None] & (ci < cin)[None, :]
   rows = jnp.where(mask, (3 * di + dj)[:, None] * cin + ci[None, :], 0)
   return plgpu.load(w_ref.at[rows, jnp.broadcast_to(co[:, None], rows.shape)], mask=mask,
@@ -199,11 +196,11 @@ def fwd_tile(x_ref, w_ref, b_ref, image, *, h, w, cin, cout, block_p, precision,
   p = pl.program_id(1) * block_p + jnp.arange(block_p)
   ok = p < (h - 2) * (w - 2)
   corner = _corner(image, p, h, w)
-  acc = jnp.zeros((block_p, _pad(cout)), common.acc_dtype(w_ref.dtype))
+  acc = jnp.zeros((block_p, common.tile_side(cout)), common.acc_dtype(w_ref.dtype))
   for group in _groups(cin, wide):
     acc += common.dot(_input_cols(x_ref, corner, ok, group, w, cin),
                       _weight_rows(w_ref, group, cin, cout), precision)
-  co = jnp.arange(_pad(cout))
+  co = jnp.arange(common.tile_side(cout))
   return jnp.maximum(acc + plgpu.load(b_ref.at[co], mask=co < cout, other=0.0)[None, :], 0.0), ok
 
 
@@ -219,7 +216,7 @@ def dx_tile(g_ref, w_ref, b, p, ok, *, h, w, cin, cout, precision, wide):
   ok. Shared with ``conv_stack``, whose kernel goes on from it to the layer below's dw."""
   oh_n, ow_n = h - 2, w - 2
   ih, iw = p // w, p % w
-  acc = jnp.zeros((p.shape[0], _pad(cin)), common.acc_dtype(g_ref.dtype))
+  acc = jnp.zeros((p.shape[0], common.tile_side(cin)), common.acc_dtype(g_ref.dtype))
   # Vector loads of g made the FMA units' product 3.4x slower here (H100, conv2: 123 against 36
   # us, at every block size tried); the tensor-core products 2x faster. On the GPU float32 dx
   # runs on the tensor cores (FLOAT32_DX); the FMA form is what interpret mode runs.
@@ -271,9 +268,9 @@ def dw_program(x_ref, g_ref, y_ref, dw_ref, db_ref, gi, s, *, h, w, cin, cout, b
       q0 = (s * chunks_per_split + c) * block_p
       q = q0 + jnp.arange(block_p)  # Global output pixel.
       ok = q < n_out
-      g = common.load_tile(g_ref, q0, 0, block_p, _pad(cout))  # Zeros past the ends.
+      g = common.load_tile(g_ref, q0, 0, block_p, common.tile_side(cout))  # Zeros past the ends.
       if relu:
-        g = jnp.where(common.load_tile(y_ref, q0, 0, block_p, _pad(cout)) > 0, g, 0.0)
+        g = jnp.where(common.load_tile(y_ref, q0, 0, block_p, common.tile_side(cout)) > 0, g, 0.0)
       corner = _corner(q // (oh_n * ow_n), q % (oh_n * ow_n), h, w)
       accs = tuple(acc + common.dot(_input_cols(x_ref, corner, ok, group, w, cin), g, precision,
                                     trans_a=True) for acc, group in zip(accs, run_groups))
@@ -282,8 +279,8 @@ def dw_program(x_ref, g_ref, y_ref, dw_ref, db_ref, gi, s, *, h, w, cin, cout, b
     dtype = common.acc_dtype(x_ref.dtype)
     accs, db = jax.lax.fori_loop(
         0, chunks_per_split, body,
-        (tuple(jnp.zeros((group[3], _pad(cout)), dtype) for group in run_groups),
-         jnp.zeros((_pad(cout),), dtype)))
+        (tuple(jnp.zeros((group[3], common.tile_side(cout)), dtype) for group in run_groups),
+         jnp.zeros((common.tile_side(cout),), dtype)))
     # This split's partial: rows s * rows_per_split + (tap, ci), as the groups lay them out.
     for acc, group in zip(accs, run_groups):
       common.store_tile(dw_ref, s * rows_per_split + row0, 0, acc)
@@ -340,8 +337,8 @@ def dw_launch(x_shape, cout, *, precision, block_p, splits, taps, wide, dtype):
   groups = _groups(cin, wide)
   kw = dict(h=h, w=wd, cin=cin, cout=cout, block_p=block_p, precision=precision, wide=wide,
             chunks_per_split=pl.cdiv(chunks, splits), taps=taps)
-  out = [jax.ShapeDtypeStruct((splits * _width(groups), _pad(cout)), dtype),
-         jax.ShapeDtypeStruct((splits, _pad(cout)), dtype)]
+  out = [jax.ShapeDtypeStruct((splits * _width(groups), common.tile_side(cout)), dtype),
+         jax.ShapeDtypeStruct((splits, common.tile_side(cout)), dtype)]
   return (len(_runs(groups, taps)), splits), kw, out
 
 
@@ -370,13 +367,13 @@ def dw_layout(cin, cout):
   """A partial dw tile as ((9, cin, cout), its padded (rows, ., cout_p)): rows (tap, ci) as
   ``_groups`` lays them out, the one-channel input's nine taps in a 16-row tile."""
   if cin == 1:
-    return (9, 1, cout), (16, 1, _pad(cout))
-  return (9, cin, cout), (9, _pad(cin), _pad(cout))
+    return (9, 1, cout), (16, 1, common.tile_side(cout))
+  return (9, cin, cout), (9, common.tile_side(cin), common.tile_side(cout))
 
 
 def db_layout(cout):
   """A partial db tile as ((cout,), (cout_p,))."""
-  return (cout,), (_pad(cout),)
+  return (cout,), (common.tile_side(cout),)
 
 
 def sum_dw_parts(dw_parts, db_parts, cin, cout, add=common.sum_parts):

@@ -39,7 +39,7 @@ def batch_conv_kernel(images_ref, labels_ref, order_ref, step_ref, w_ref, b_ref,
   # This program's share of the image's pixels, for the kernels after it.
   p = i * per_program + jnp.arange(pl.next_power_of_2(per_program))
   px_ok = (p < (i + 1) * per_program) & (p < h * w)
-  ch = jnp.arange(conv._pad(cin))
+  ch = jnp.arange(common.tile_side(cin))
   mask = px_ok[:, None] & (ch < cin)[None, :]
   tile = plgpu.load(images_ref.at[(example * h * w + p)[:, None], ch[None, :]], mask=mask,
                     other=0)

@@ -52,7 +52,7 @@ def head_logits_tile(head_ref, y, q, ok, cout, n_classes):
   """The dense layer's outputs over this program's pooled pixels q (rows of y, channels as
   columns), ``sum(y[q, c] * head_w[q * cout + c])``: h's flattened NHWC index. Exact float32
   products at every precision (under 1 % of the CNN step's arithmetic)."""
-  co, n = jnp.arange(y.shape[1]), jnp.arange(conv._pad(n_classes))
+  co, n = jnp.arange(y.shape[1]), jnp.arange(common.tile_side(n_classes))
   mask = ((ok[:, None] & (co < cout)[None, :])[:, :, None] & (n < n_classes)[None, None, :])
   rows = jnp.where(mask, (q[:, None] * cout + co[None, :])[:, :, None], 0)
   w = plgpu.load(head_ref.at[rows, jnp.broadcast_to(n[None, None, :], rows.shape)], mask=mask,
@@ -69,7 +69,7 @@ def conv_relu_pool_kernel(x_ref, w_ref, b_ref, *refs, h, w, cin, cout, block_q, 
   b, q = pl.program_id(0), pl.program_id(1) * block_q + jnp.arange(block_q)
   ok = q < n_pooled
   ph, pw = q // pw_n, q % pw_n
-  acc = [jnp.zeros((block_q, conv._pad(cout)), common.acc_dtype(x_ref.dtype))] * 4
+  acc = [jnp.zeros((block_q, common.tile_side(cout)), common.acc_dtype(x_ref.dtype))] * 4
   groups = conv._groups(cin, wide)
   if patch and len(groups) == 9:  # A tile per tap.
     # The four positions' nine taps read 16 input offsets: the 4 x 4 patch under the window.
@@ -90,7 +90,7 @@ def conv_relu_pool_kernel(x_ref, w_ref, b_ref, *refs, h, w, cin, cout, block_q, 
         corner = b * h * w + (2 * ph + k // 2) * w + 2 * pw + k % 2
         acc[k] += common.dot(conv._input_cols(x_ref, corner, ok, group, w, cin), w_rows,
                              precision)
-  co = jnp.arange(conv._pad(cout))
+  co = jnp.arange(common.tile_side(cout))
   bias = plgpu.load(b_ref.at[co], mask=co < cout, other=0.0)[None, :]
   best, arg = acc[0] + bias, jnp.zeros(acc[0].shape, jnp.int32)
   for k in range(1, 4):  # The bias first, so that ties are those of the biased values.
@@ -134,7 +134,7 @@ def conv_relu_pool_fwd(x, w, b, *, head_w=None, precision="float32", block_q=32,
   head, n_classes = ([], None) if head_w is None else ([head_w], head_w.shape[1])
   if head:
     out_shape.append(jax.ShapeDtypeStruct(
-        (grid[1] * n, conv._pad(n_classes)), common.acc_dtype(x.dtype)))
+        (grid[1] * n, common.tile_side(n_classes)), common.acc_dtype(x.dtype)))
   kernel = functools.partial(conv_relu_pool_kernel, h=h, w=wd, cin=cin, cout=cout,
                              block_q=block_q, precision=precision, wide=wide, patch=patch,
                              n_classes=n_classes)

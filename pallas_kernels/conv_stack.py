@@ -52,7 +52,7 @@ def dx_then_dw_program(g_ref, w_ref, y1_ref, x_ref, dw_ref, db_ref, b, i, per_im
   ok = p < h * w
   dx = conv.dx_tile(g_ref, w_ref, b, p, ok, h=h, w=w, cin=c1, cout=c2, precision=dx_precision,
                     wide=wide)
-  y1 = common.load_tile(y1_ref, b * h * w + i * block_p, 0, block_p, conv._pad(c1))
+  y1 = common.load_tile(y1_ref, b * h * w + i * block_p, 0, block_p, common.tile_side(c1))
   g1 = jnp.where(y1 > 0, dx, 0.0)  # Rows past this image's pixels: dx is 0 there.
   corner = conv._corner(b, p, h + 2, w + 2)
   part = b * per_image + i
@@ -105,8 +105,8 @@ def backward_parts(g, w2, y1, x, *, precision, cfg, interpret=False):
   # One warp count for both kinds of program (the CNN's defaults agree); dw's pipelining (the
   # dx programs have no loop).
   return pl.pallas_call(
-      kernel, out_shape=[jax.ShapeDtypeStruct((n_dx * rows, conv._pad(c1)), x.dtype),
-                         jax.ShapeDtypeStruct((n_dx, conv._pad(c1)), x.dtype), *dw_shapes],
+      kernel, out_shape=[jax.ShapeDtypeStruct((n_dx * rows, common.tile_side(c1)), x.dtype),
+                         jax.ShapeDtypeStruct((n_dx, common.tile_side(c1)), x.dtype), *dw_shapes],
       grid=(n_dx + n_dw,), compiler_params=common.compiler_params(cfg["dw_warps"],
                                                                  cfg["dw_stages"]),
       interpret=interpret, name="conv_stack_bwd")(

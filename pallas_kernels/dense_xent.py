@@ -122,7 +122,7 @@ def head_kernel(h_ref, w_ref, b_ref, labels_ref, *refs, n_classes, block_m, bloc
                 pool=None):
   arg_ref, (loss_ref, correct_ref, *grad_refs) = _pool_refs(refs, pool)
   m, k = h_ref.shape
-  c_pad = max(16, pl.next_power_of_2(n_classes))
+  c_pad = common.tile_side(n_classes)
   i = pl.program_id(0)
   m0 = i * block_m
   n_k = pl.cdiv(k, block_k)
@@ -184,7 +184,7 @@ def choose_blocks(m: int, k: int, blocks=None) -> dict:
 def grad_layouts(k: int, n: int):
   """The partial dw and db tiles of ``head_call(..., parts=True)`` for K inputs and n classes:
   ((k, n), (k, c_pad)) and ((n,), (c_pad,))."""
-  c_pad = max(16, pl.next_power_of_2(n))
+  c_pad = common.tile_side(n)
   return ((k, n), (k, c_pad)), ((n,), (c_pad,))
 
 
@@ -198,7 +198,7 @@ def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, b
   spread by this kernel (``max_pool.spread_tile``), not as h's. ``logits_parts``: h @ w in
   partial sums already, (parts * B, c_pad), part p at rows p * B (the split form only)."""
   (m, k), n = h.shape, w.shape[1]
-  c_pad = max(16, pl.next_power_of_2(n))
+  c_pad = common.tile_side(n)
   programs = pl.cdiv(m, block_m)
   labels = labels.astype(jnp.int32)
   out_shape = [jax.ShapeDtypeStruct((m,), common.acc_dtype(h.dtype)),

@@ -90,7 +90,7 @@ class Plan:
 
   @property
   def rows(self) -> int:  # The batch padded to a power of two (Triton tiles).
-    return max(16, pl.next_power_of_2(self.batch))
+    return common.tile_side(self.batch)
 
   def block_k(self, l: int) -> int:
     if l > 0:
@@ -102,7 +102,7 @@ class Plan:
 
   def block_n(self, l: int) -> int:
     if l == self.layers - 1:
-      return max(16, pl.next_power_of_2(self.widths[-1]))
+      return common.tile_side(self.widths[-1])
     return HIDDEN_BLOCK
 
   def k_tiles(self, l: int) -> int:

@@ -42,7 +42,8 @@ def mse_grad_kernel(pred_ref, target_ref, scale_ref, out_ref, *, block_m):
 def _call(kernel, pred, *args, block_m, interpret, name):
   return pl.pallas_call(
       functools.partial(kernel, block_m=block_m),
-      out_shape=jax.ShapeDtypeStruct(pred.shape, pred.dtype), grid=(pl.cdiv(pred.shape[0], block_m),),
+      out_shape=jax.ShapeDtypeStruct(pred.shape, pred.dtype),
+      grid=(pl.cdiv(pred.shape[0], block_m),),
       compiler_params=common.compiler_params(4, 1), interpret=interpret, name=name)(pred, *args)
 
 

@@ -101,7 +101,7 @@ def head_update_kernel(h_ref, labels_ref, b0_ref, w1_ref, b1_ref, lr_ref, gs_ref
                        w1_out_ref, b1_out_ref, loss_ref, correct_ref, *, n_classes, block_b,
                        block_k, precision):
   b, k = h_ref.shape
-  c_pad = max(16, pl.next_power_of_2(n_classes))
+  c_pad = common.tile_side(n_classes)
   n_k = pl.cdiv(k, block_k)
   z = _logits(h_ref, w1_ref, 0, 0, n_k, block_b, block_k, c_pad, precision)
   dz = _loss_and_dz(z, b1_ref, labels_ref, loss_ref, correct_ref, 0, b, block_b, n_classes)
@@ -124,7 +124,7 @@ def head_update_kernel(h_ref, labels_ref, b0_ref, w1_ref, b1_ref, lr_ref, gs_ref
 # pallas_call wrappers --------------------------------------------------------------------------
 
 def _block_b(b: int) -> int:
-  return max(16, pl.next_power_of_2(b))
+  return common.tile_side(b)
 
 
 def update_forward(w, x, gs, x_next, b, *, precision="float32", block_k=16, block_n=64,

@@ -64,7 +64,8 @@ def test_loss_stable_for_huge_logits():
   assert np.isclose(numpy_ref.softmax_cross_entropy(logits, y), expected, rtol=1e-12)
   with jax.enable_x64(True):
     got, correct = ops.softmax_cross_entropy(jnp.asarray(logits), jnp.asarray(y))
-    assert np.isclose(float(got), expected, rtol=1e-12) and int(correct) == 1  # Only row 0 is right.
+    # Only row 0 is right.
+    assert np.isclose(float(got), expected, rtol=1e-12) and int(correct) == 1
     g = jax.grad(lambda z: ops.softmax_cross_entropy(z, jnp.asarray(y))[0])(jnp.asarray(logits))
     assert np.all(np.isfinite(g))
   got32, _ = ops.softmax_cross_entropy(jnp.asarray(logits, jnp.float32), jnp.asarray(y))

@@ -382,7 +382,7 @@ def test_mse_and_grad(n):
   assert rel_err(vjp(g)[0], dp64) < TOL
 
 
-# The fused output layer ----------------------------------------------------------------------------
+# The fused output layer -------------------------------------------------------------------------
 
 from pallas_kernels import dense_xent  # noqa: E402
 

@@ -158,7 +158,8 @@ BAD_BATCHES = [  # (images, labels, words the ValueError must contain)
     (np.zeros((8, 27, 28), np.float32), np.zeros(8, np.int32),
      ["batch[0]", "(8, 27, 28)", "(784, 16)"]),
     (np.zeros((8, 28, 28), np.float32), np.zeros(7, np.int32), ["batch[1]", "(8,)", "(7,)"]),
-    (np.zeros((8, 28, 28), np.float32), np.zeros(8, np.float32), ["batch[1]", "integer", "float32"]),
+    (np.zeros((8, 28, 28), np.float32), np.zeros(8, np.float32),
+     ["batch[1]", "integer", "float32"]),
     (np.zeros(8, np.float32), np.zeros(8, np.int32), ["batch[0]", "(8,)"]),
 ]
 
