@@ -6,7 +6,9 @@ backward, then ReLU's gradient, as two more passes over a map of that size. Here
 
   forward   a program owns ``block_q`` pooled pixels of one image and all output channels. It
             computes the four convolution outputs under each pooled pixel (four accumulators,
-            each the nine taps' products, as ``conv.py`` does), adds the bias, keeps the
+            each the nine taps' products, as ``conv.py`` does; or, float32's default, all four
+            from the 4 x 4 input patch by Winograd's F(2x2, 3x3), ``winograd.py``, in 16
+            products instead of 36), adds the bias, keeps the
             largest, and stores ReLU of it and which of the four positions held it (0..3, the
             first on ties, as XLA), or -1 where the pooled value is not positive: there
             ReLU's gradient is 0 at every position. The convolution's output never reaches
@@ -31,16 +33,20 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from pallas_kernels import common, conv, max_pool
+from pallas_kernels.winograd import outputs as winograd_outputs
 
 # Pooled pixels per program and warps of the forward kernel, for float32 and the tensor-core
 # precisions (``conv.units``). Swept on the H100 at the CNN's conv2 (batch 64, a tile per tap):
 # 15.6 us float32 (32: 16.5, 64: 28.8), 11.3 us tf32 (16: 12.0, 32: 13.1). ``patch``: load the
 # 4 x 4 input patch's 16 tiles once each rather than a tile per (position, tap), 36 (same bits;
 # with the head's logits, H100: tf32 14.3 -> 10.9 us, bfloat16 13.5 -> 9.9, but float32 on the
-# FMA units 17.4 -> 20.3). ``blocks`` overrides: block_q here, num_warps here and in the
-# backward's dw and dx kernels, patch, the rest as ``conv.config``.
-DEFAULT_BLOCKS = {"float32": dict(block_q=16, num_warps=4, patch=False),
-                  "tensor": dict(block_q=64, num_warps=4, patch=True)}
+# FMA units 17.4 -> 20.3). ``winograd``: the four positions from the patch by F(2x2, 3x3)
+# (``winograd.py``), 16 products instead of 36: float32 17.4 -> 12.2 us at 32 pooled pixels
+# (16: 13.5, 8: 16.0; 8 warps 15.5), the CNN's float32 step 68.7 -> 63.0; tf32 14.1 against
+# 10.9, bfloat16 12.2 against 9.8. ``blocks`` overrides: block_q here, num_warps here and in
+# the backward's dw and dx kernels, patch, winograd, the rest as ``conv.config``.
+DEFAULT_BLOCKS = {"float32": dict(block_q=32, num_warps=4, patch=False, winograd=True),
+                  "tensor": dict(block_q=64, num_warps=4, patch=True, winograd=False)}
 
 
 def conv_relu_pool_reference(x, w, b):
@@ -61,7 +67,7 @@ def head_logits_tile(head_ref, y, q, ok, cout, n_classes):
 
 
 def conv_relu_pool_kernel(x_ref, w_ref, b_ref, *refs, h, w, cin, cout, block_q, precision, wide,
-                          patch, n_classes=None):
+                          patch, winograd=False, n_classes=None):
   # With n_classes: refs are the head's weights, then y, arg and the partial logits.
   head_ref, (y_ref, arg_ref, *z_ref) = (refs[0], refs[1:]) if n_classes else (None, refs)
   pw_n = (w - 2) // 2  # Pooled columns; an odd last row or column of the conv is dropped.
@@ -71,12 +77,17 @@ def conv_relu_pool_kernel(x_ref, w_ref, b_ref, *refs, h, w, cin, cout, block_q, 
   ph, pw = q // pw_n, q % pw_n
   acc = [jnp.zeros((block_q, common.tile_side(cout)), common.acc_dtype(x_ref.dtype))] * 4
   groups = conv._groups(cin, wide)
-  if patch and len(groups) == 9:  # A tile per tap.
+  top = b * h * w + 2 * ph * w + 2 * pw
+  if winograd and len(groups) == 9:  # A tile per tap: F(2x2, 3x3) on the 4 x 4 patch.
+    d = lambda r, s: conv._input_cols(x_ref, top + r * w + s, ok, groups[0], w, cin)
+    g = [[conv._weight_rows(w_ref, groups[3 * r + s], cin, cout) for s in range(3)]
+         for r in range(3)]
+    acc = winograd_outputs(d, g, precision)
+  elif patch and len(groups) == 9:
     # The four positions' nine taps read 16 input offsets: the 4 x 4 patch under the window.
     # Each offset's tile loaded once serves every (position, tap) that reads it. Each
     # position still adds its taps in order 0..8: the same bits as the tile-per-tap loop.
     w_rows = [conv._weight_rows(w_ref, group, cin, cout) for group in groups]
-    top = b * h * w + 2 * ph * w + 2 * pw
     for o in range(16):
       cols = conv._input_cols(x_ref, top + (o // 4) * w + o % 4, ok, groups[0], w, cin)
       for k in range(4):
@@ -111,7 +122,7 @@ def _config(precision, blocks, cin=None):
   over = dict(blocks or ())
   bwd = conv.config(precision, [(k, v) for k, v in over.items() if k != "block_q"], cin)
   fwd = dict(DEFAULT_BLOCKS[conv.units(precision)])
-  fwd.update({k: over[k] for k in ("block_q", "num_warps", "patch") if k in over})
+  fwd.update({k: over[k] for k in ("block_q", "num_warps", "patch", "winograd") if k in over})
   return fwd, bwd
 
 
@@ -121,7 +132,7 @@ def backward_config(precision, blocks, cin):
 
 
 def conv_relu_pool_fwd(x, w, b, *, head_w=None, precision="float32", block_q=32, num_warps=4,
-                       wide=False, patch=False, interpret=False):
+                       wide=False, patch=False, winograd=False, interpret=False):
   """Pooled ReLU(conv(x, w) + b), NHWC, and the chosen positions ((B*PH*PW, cout) int32); with
   ``head_w`` (PH*PW*cout, classes), also the partial logits of the flattened pooled map times
   head_w: (programs an image * B, classes padded to c_pad) float32, program j's at rows j * B."""
@@ -137,7 +148,7 @@ def conv_relu_pool_fwd(x, w, b, *, head_w=None, precision="float32", block_q=32,
         (grid[1] * n, common.tile_side(n_classes)), common.acc_dtype(x.dtype)))
   kernel = functools.partial(conv_relu_pool_kernel, h=h, w=wd, cin=cin, cout=cout,
                              block_q=block_q, precision=precision, wide=wide, patch=patch,
-                             n_classes=n_classes)
+                             winograd=winograd, n_classes=n_classes)
   y, arg, *z = pl.pallas_call(
       kernel, out_shape=out_shape, grid=grid,
       compiler_params=common.compiler_params(num_warps, 1), interpret=interpret,

@@ -209,6 +209,7 @@ from pallas_kernels import conv, conv_pool, conv_stack, max_pool, mse  # noqa: E
 
 SMALL_BLOCKS = (("block_p", 32), ("splits", 4), ("dw_taps", 2))  # dw: runs of 2, 2, 2, 2, 1 taps.
 WIDE = (("wide", True),)
+DIRECT = (("winograd", False),)  # conv_relu_pool's forward as nine taps' products a position.
 # Every shape with the default blocks, and the overrides on the odd and the one-channel shapes
 # (batch 64 is test_conv_batch64_mnist_shape). Interpret mode runs each program in turn, so the
 # list is kept short: CI runs it on two jax versions.
@@ -270,11 +271,13 @@ def test_relu_gradient_at_zero_is_zero_in_every_impl():
 @pytest.mark.parametrize("n,h,cin,cout,blocks", [
     (2, 14, 16, 32, None), (3, 9, 5, 7, None), (1, 8, 1, 16, None),
     (3, 9, 5, 7, (("block_q", 16), ("num_warps", 2))), (2, 11, 3, 1, WIDE),
-    (3, 11, 5, 7, (("block_q", 8), ("patch", True)))])
+    (3, 11, 5, 7, (("block_q", 8), ("patch", True))), (2, 14, 16, 32, DIRECT),
+    (3, 11, 5, 7, (("block_q", 8), ("winograd", False)))])
 def test_conv_relu_pool_forward_and_grads(n, h, cin, cout, blocks):
   """The fused conv + ReLU + pool against max_pool(conv_relu) in float64; odd conv outputs (9x9
-  from 11x11) drop their last row and column, as the pool does. ``patch``: the forward's loads
-  by input offset (the tensor-core precisions' default)."""
+  from 11x11) drop their last row and column, as the pool does. float32's forward is Winograd's
+  F(2x2, 3x3) by default, ``winograd=False`` the direct sum of the nine taps; ``patch``: the
+  direct form's loads by input offset (the tensor-core precisions' default)."""
   rng = np.random.default_rng()
   x = rng.standard_normal((n, h, h, cin), np.float32)
   w = (rng.standard_normal((3, 3, cin, cout)) / np.sqrt(9 * cin)).astype(np.float32)
