@@ -19,14 +19,14 @@ grid barrier and reads its neighbour's tile) for the program counts in ``--grid_
 """
 
 import functools
-import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 from absl import app, flags, logging
 from jax import lax
+
+from experiments import hopper
 
 _FLOATS = flags.DEFINE_list("floats", ["128"], "Floats each CTA writes and every CTA reads.")
 _CLUSTERS = flags.DEFINE_list("clusters", ["2", "4", "8", "16"], "Cluster sizes (CTAs).")
@@ -89,28 +89,14 @@ def time_per_step(make, steps: int, repeats: int):
   """(us a step, wrong values): launches of ``steps`` and of ``SHORT`` steps, median each."""
   long_run = make(steps)
   wrong = float(jnp.sum(long_run()))
-  short = median_seconds(make(SHORT), repeats)
-  return 1e6 * (median_seconds(long_run, repeats) - short) / (steps - SHORT), wrong
-
-
-def median_seconds(fn, repeats: int) -> float:
-  jax.block_until_ready(fn())  # Compile and warm up.
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times)
+  short = hopper.median_seconds(make(SHORT), repeats)
+  return 1e6 * (hopper.median_seconds(long_run, repeats) - short) / (steps - SHORT), wrong
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  d = jax.devices()[0]
-  cc = getattr(d, "compute_capability", None)
-  if d.platform != "gpu" or cc is None or float(cc) < 9.0:
-    sys.exit(f"error: cluster_exchange needs an NVIDIA Hopper (or newer) GPU for Mosaic GPU "
-             f"clusters; this machine has {d.platform}: {d.device_kind}")
+  d = hopper.require_hopper("cluster_exchange")
   if _STEPS.value <= SHORT or _STEPS.value % 2:
     sys.exit(f"error: --steps must be an even number above {SHORT}, got {_STEPS.value}")
   print(f"device {d.device_kind}; jax {jax.__version__}; {_STEPS.value} and {SHORT} steps, "

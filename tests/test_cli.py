@@ -233,8 +233,43 @@ def test_holdout_scores_on_training_images_not_the_test_set(real_data_dir):
 
 @pytest.mark.skipif(__import__("jax").devices()[0].platform == "gpu",
                     reason="on a GPU the script measures instead")
-def test_cluster_exchange_without_a_hopper_gpu_is_one_line():
-  p = run_cli(script="experiments.cluster_exchange")
+@pytest.mark.parametrize("script", ["cluster_exchange", "cluster_regression"])
+def test_cluster_scripts_without_a_hopper_gpu_are_one_line(script):
+  p = run_cli(script=f"experiments.{script}")
   assert p.returncode != 0 and "Traceback" not in p.stderr
   lines = [l for l in p.stderr.splitlines() if l.strip()]
   assert len(lines) == 1 and "needs an NVIDIA Hopper" in lines[0], p.stderr
+
+
+def test_cluster_regression_split_is_exact_and_tf32():
+  """3xTF32 rests on x = hi + lo exactly, with hi's low 13 mantissa bits clear."""
+  import numpy as np
+  from experiments import cluster_regression
+  x = np.random.default_rng(0).standard_normal(10_000).astype(np.float32) * 1e3
+  x[:4] = [0.0, -0.0, 1.0, np.float32(1) + np.float32(2.0 ** -23)]
+  hi, lo = (np.asarray(v) for v in cluster_regression.split(x))
+  assert np.all(hi.view(np.int32) & 0x1FFF == 0)
+  assert np.array_equal(hi.astype(np.float64) + lo.astype(np.float64), x.astype(np.float64))
+  assert np.all(np.abs(lo) <= np.abs(x) * 2.0 ** -10)
+
+
+def test_cluster_regression_reference_matches_xla_in_float64():
+  """The float64 trajectory the GPU kernel is checked against is the project's own training."""
+  import jax
+  import numpy as np
+  from experiments import cluster_regression
+  from jaxshallow import models, train
+  w0, w1, xs, ys = cluster_regression.problem(64, 0, 3)
+  want_w0, want_w1, want_losses = cluster_regression.reference(w0, w1, xs, ys, 0.002)
+  with jax.enable_x64(True):
+    params = jax.tree.map(jax.numpy.asarray,
+                          [{"w": np.float64(w0)}, {"w": np.float64(w1)[:, None]}])
+    tx = train.make_optimizer("sgd", 0.002, 0.0)
+    state, losses = tx.init(params), []
+    for x, y in zip(np.float64(xs), np.float64(ys)):
+      params, state, metrics = train.train_step(params, state, (x, y), tx=tx, impl="xla",
+                                                model=models.BY_NAME["regression"])
+      losses.append(float(metrics["loss"]))
+  np.testing.assert_allclose(losses, want_losses, rtol=1e-12)
+  np.testing.assert_allclose(params[0]["w"], want_w0, rtol=1e-10, atol=1e-12)
+  np.testing.assert_allclose(params[1]["w"][:, 0], want_w1, rtol=1e-10, atol=1e-12)

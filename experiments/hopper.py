@@ -1,0 +1,28 @@
+"""What the Mosaic GPU cluster scripts share: the device check and a median launch time."""
+
+import statistics
+import sys
+import time
+
+import jax
+
+
+def require_hopper(script: str):
+  """The first device, or exit with one line if it cannot run Mosaic GPU clusters."""
+  d = jax.devices()[0]
+  cc = getattr(d, "compute_capability", None)
+  if d.platform != "gpu" or cc is None or float(cc) < 9.0:
+    sys.exit(f"error: {script} needs an NVIDIA Hopper (or newer) GPU for Mosaic GPU "
+             f"clusters; this machine has {d.platform}: {d.device_kind}")
+  return d
+
+
+def median_seconds(fn, repeats: int) -> float:
+  """Median wall time of ``fn()`` over ``repeats`` calls, after one to compile and warm up."""
+  jax.block_until_ready(fn())
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    times.append(time.perf_counter() - t0)
+  return statistics.median(times)
