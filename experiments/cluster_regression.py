@@ -43,13 +43,19 @@ from absl import app, flags, logging
 
 from experiments import hopper
 
-_HIDDEN = flags.DEFINE_list("hidden", ["256"], "Hidden widths, multiples of 64 up to 1024.")
-_STEPS = flags.DEFINE_integer("steps", 1_000, "Steps of the long launch (the short has 100).")
-_REPEATS = flags.DEFINE_integer("repeats", 15, "Timed launches of each (median).")
-_LR = flags.DEFINE_float("lr", 0.002, "SGD learning rate (the study's).")
-_PROFILE = flags.DEFINE_bool("profile", False, "Also time each phase with Mosaic GPU's profiler.")
-_PROFILE_DIR = flags.DEFINE_string("profile_dir", "/tmp/cluster_regression",
-                                   "Where the profiler writes its traces.")
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defined when run as a script only, so tests can import the module beside other scripts."""
+  flags.DEFINE_list("hidden", ["256"], "Hidden widths, multiples of 64 up to 1024.")
+  flags.DEFINE_integer("steps", 1_000, "Steps of the long launch (the short has 100).")
+  flags.DEFINE_integer("repeats", 15, "Timed launches of each (median).")
+  flags.DEFINE_float("lr", 0.002, "SGD learning rate (the study's).")
+  flags.DEFINE_bool("profile", False, "Also time each phase with Mosaic GPU's profiler.")
+  flags.DEFINE_string("profile_dir", "/tmp/cluster_regression",
+                      "Where the profiler writes its traces.")
+
 
 BATCH, INPUTS, UNITS = 256, 32, 64  # UNITS: hidden units a CTA, the wgmma's M.
 SHORT = 100
@@ -270,18 +276,18 @@ def check_and_time(hidden: int):
   import jax.numpy as jnp
   w0, w1, xs, ys = problem(hidden, 0, SHORT)
   t0 = time.perf_counter()
-  got = [np.asarray(v) for v in jax.block_until_ready(train(hidden, SHORT, _LR.value)(
+  got = [np.asarray(v) for v in jax.block_until_ready(train(hidden, SHORT, FLAGS.lr)(
       w0, w1, xs, ys))]
   compile_s = time.perf_counter() - t0
-  want = reference(w0, w1, xs, ys, _LR.value)
+  want = reference(w0, w1, xs, ys, FLAGS.lr)
   loss_err = float(np.max(np.abs(got[2] - want[2]) / want[2]))
   w_err = max(float(np.max(np.abs(g - w) / np.max(np.abs(w)))) for g, w in zip(got, want[:2]))
   seconds = {}
-  for steps in (SHORT, _STEPS.value):
+  for steps in (SHORT, FLAGS.steps):
     args = [jnp.asarray(a) for a in problem(hidden, 1, steps)]
-    fn = train(hidden, steps, _LR.value)
-    seconds[steps] = hopper.median_seconds(lambda: fn(*args), _REPEATS.value)
-  us = 1e6 * (seconds[_STEPS.value] - seconds[SHORT]) / (_STEPS.value - SHORT)
+    fn = train(hidden, steps, FLAGS.lr)
+    seconds[steps] = hopper.median_seconds(lambda: fn(*args), FLAGS.repeats)
+  us = 1e6 * (seconds[FLAGS.steps] - seconds[SHORT]) / (FLAGS.steps - SHORT)
   return us, loss_err, w_err, compile_s, got[2][-1], want[2][-1]
 
 
@@ -290,32 +296,32 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   import jax
   d = hopper.require_hopper("cluster_regression")
-  hidden = [int(h) for h in _HIDDEN.value]
+  hidden = [int(h) for h in FLAGS.hidden]
   bad = [h for h in hidden if h % UNITS or not UNITS <= h <= 16 * UNITS]
   if bad:
     sys.exit(f"error: --hidden must be multiples of {UNITS} from {UNITS} to {16 * UNITS} "
              f"(one CTA a {UNITS} units, at most 16 in a cluster), got {bad}")
-  if _STEPS.value <= SHORT or _STEPS.value % 2:
-    sys.exit(f"error: --steps must be an even number above {SHORT}, got {_STEPS.value}")
+  if FLAGS.steps <= SHORT or FLAGS.steps % 2:
+    sys.exit(f"error: --steps must be an even number above {SHORT}, got {FLAGS.steps}")
   print(f"device {d.device_kind}; jax {jax.__version__}; batch {BATCH}, {INPUTS} inputs, "
-        f"lr {_LR.value:g}; launches of {_STEPS.value} and {SHORT} steps, median of "
-        f"{_REPEATS.value}")
+        f"lr {FLAGS.lr:g}; launches of {FLAGS.steps} and {SHORT} steps, median of "
+        f"{FLAGS.repeats}")
   print(f"{'network':>12s} {'CTAs':>4s} {'us/step':>8s} {'loss err':>9s} {'weight err':>10s} "
         f"{'compile s':>9s} {'loss 100':>9s} {'float64':>9s}")
   for h in hidden:
     us, loss_err, w_err, compile_s, loss, want = check_and_time(h)
     print(f"{f'32-{h}-1':>12s} {h // UNITS:4d} {us:8.3f} {loss_err:9.1e} {w_err:10.1e} "
           f"{compile_s:9.2f} {loss:9.5f} {want:9.5f}", flush=True)
-  if _PROFILE.value:
+  if FLAGS.profile:
     steps = 8  # The profiler's buffer shares shared memory with the kernel's.
     for h in hidden:
       import jax.numpy as jnp
       args = [jnp.asarray(a) for a in problem(h, 1, steps)]
-      fn = train(h, steps, _LR.value, profile_dir=_PROFILE_DIR.value)
-      os.makedirs(_PROFILE_DIR.value, exist_ok=True)
+      fn = train(h, steps, FLAGS.lr, profile_dir=FLAGS.profile_dir)
+      os.makedirs(FLAGS.profile_dir, exist_ok=True)
       jax.block_until_ready(fn(*args))
       jax.block_until_ready(fn(*args))  # The second run's trace.
-      times = phase_times(_PROFILE_DIR.value)
+      times = phase_times(FLAGS.profile_dir)
       ctas = sorted({cta for cta, _ in times})
       print(f"32-{h}-1, {steps} steps under the profiler: median us a step, CTA by CTA "
             "(the profiler's own cost included)")
@@ -327,4 +333,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
