@@ -42,6 +42,7 @@ import numpy as np
 from absl import app, flags, logging
 
 from experiments import hopper
+from jaxshallow import numpy_ref, synthetic
 
 FLAGS = flags.FLAGS
 
@@ -228,34 +229,31 @@ def train(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   @jax.jit
   def run(w0, w1, xs, ys):
     xh, xl = split(xs)
-    xth, xtl = split(jnp.swapaxes(xs, 1, 2))
+    xth, xtl = jnp.swapaxes(xh, 1, 2), jnp.swapaxes(xl, 1, 2)
     w0t, w1, outs = call(w0.T, w1, xh, xl, xth, xtl, ys)
     return w0t.T, w1, jnp.mean(jnp.square(outs - ys), axis=1)
   return run
 
 
 def reference(w0, w1, xs, ys, lr: float):
-  """The same steps in float64 NumPy: (w0, w1, losses)."""
-  w0, w1 = w0.astype(np.float64), w1.astype(np.float64)
+  """The same steps in float64 with the project's NumPy reference: (w0, w1, losses)."""
+  params = [{"w": np.float64(w0)}, {"w": np.float64(w1)[:, None]}]
+  _, sgd = numpy_ref.sgd(lr)
   losses = []
-  for x, y in zip(xs.astype(np.float64), ys.astype(np.float64)):
-    z = x @ w0
-    h = np.maximum(z, 0.0)
-    r = h @ w1 - y
-    losses.append(np.mean(r * r))
-    g_out = 2.0 * r / len(y)
-    w0, w1 = w0 - lr * (x.T @ (np.outer(g_out, w1) * (z > 0))), w1 - lr * (h.T @ g_out)
-  return w0, w1, np.array(losses)
+  for x, y in zip(np.float64(xs), np.float64(ys)):
+    loss, grads, _ = numpy_ref.loss_and_grads(params, x, y, loss="mse")
+    params, _ = sgd(grads, (), params)
+    losses.append(loss)
+  return params[0]["w"], params[1]["w"][:, 0], np.array(losses)
 
 
 def problem(hidden: int, seed: int, steps: int):
-  """The study's data (inputs uniform in [-1, 1], y = sum(x^2) + noise) and He-scaled weights."""
+  """``steps`` batches of the study's data (``synthetic.make_regression``) and He-initialised
+  weights (``numpy_ref.init_mlp``, biases left out)."""
   rng = np.random.default_rng(seed)
-  xs = rng.uniform(-1.0, 1.0, (steps, BATCH, INPUTS)).astype(np.float32)
-  ys = (np.sum(xs * xs, axis=2) + 0.1 * rng.standard_normal((steps, BATCH))).astype(np.float32)
-  w0 = (rng.standard_normal((INPUTS, hidden)) * np.sqrt(2.0 / INPUTS)).astype(np.float32)
-  w1 = (rng.standard_normal(hidden) * np.sqrt(1.0 / hidden)).astype(np.float32)
-  return w0, w1, xs, ys
+  x, y = synthetic.make_regression(steps * BATCH, rng, INPUTS)
+  w0, w1 = (layer["w"] for layer in numpy_ref.init_mlp(rng, (INPUTS, hidden, 1)))
+  return w0, w1[:, 0], x.reshape(steps, BATCH, INPUTS), y.reshape(steps, BATCH)
 
 
 def phase_times(trace_dir: str) -> dict:
