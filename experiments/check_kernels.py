@@ -18,12 +18,14 @@ import functools
 from jaxshallow import cnn, fused_epoch, fused_step, mlp, models, train
 from jaxshallow import numpy_cnn
 from pallas_kernels import (common, conv, conv_batch, conv_pool, conv_stack, dense, dense_xent,
-                            max_pool, mlp_epoch, mse, population_step, sgd_parts, softmax_xent)
+                            hopper_dense, max_pool, mlp_epoch, mse, population_step, sgd_parts,
+                            softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
-_ONLY = flags.DEFINE_list("only", ["dense", "xent", "head", "conv", "step", "epoch", "barrier",
-                                   "population"],
-                          "Which groups: dense, xent, head (the fused output layer), conv (with "
+_ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
+                                   "barrier", "population"],
+                          "Which groups: dense, hopper (the tf32 products of large batches on "
+                          "Hopper GPUs; GPU only), xent, head (the fused output layer), conv (with "
                           "max-pool, the fused conv+pool and MSE), step (the CNN's step "
                           "kernels: the batch's convolution, the update, a whole step), epoch "
                           "(the whole-epoch kernel), barrier (its grid barrier under stress; "
@@ -33,7 +35,8 @@ _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the ba
 # Relative Frobenius-norm error allowed against float64, per precision mode.
 TOLERANCE = {"float32": 1e-5, "tf32": 5e-3, "bfloat16": 2e-2}
 DENSE_SHAPES = [(1, 784, 256), (37, 100, 10), (64, 784, 256), (64, 33, 1000), (1000, 100, 10),
-                (1000, 784, 1000), (64, 256, 10), (8192, 784, 256)]
+                (1000, 784, 1000), (64, 256, 10), (8192, 784, 256), (4100, 785, 130),
+                (4104, 784, 264)]
 BLOCKS = [None, (("block_m", 16), ("block_n", 16), ("block_k", 16)),
           (("block_m", 128), ("block_n", 128), ("block_k", 32))]
 XENT_SHAPES = [(1, 10), (37, 10), (64, 3), (1000, 10), (64, 1000), (8192, 10)]
@@ -379,6 +382,33 @@ def epoch_cases(rng, interpret):
              f"P={plan.programs}"), precision, err
 
 
+def hopper_cases(rng, interpret):
+  """hopper_dense's wgmma kernel alone against float64 (GPU only, Hopper: it has no interpret
+  mode): the MLP's forward (bias, ReLU) and dW (partial sums) shapes at batch 8192 and 4096, in
+  TF32 and bfloat16, from the inputs as the kernel sees them (rounded to bfloat16 there)."""
+  if interpret or not hopper_dense.on_hopper():
+    print("skip hopper_dense: not on a Hopper GPU")
+    return
+  fwd, dw = hopper_dense.FWD_TILES, hopper_dense.DW_TILES
+  both, tf32 = (("tf32", jnp.float32), ("bfloat16", jnp.bfloat16)), (("tf32", jnp.float32),)
+  # (M, N, K): the MLP's layers at batch 8192, and shapes of no tile (edges past M, N, K).
+  for (m, n, k), tiles, precisions in [((8192, 256, 784), fwd, both), ((4104, 264, 520), fwd, tf32),
+                                       ((784, 256, 8192), dw, both), ((520, 264, 4104), dw, tf32)]:
+    for precision, dtype in precisions:
+      a = jnp.asarray(rng.standard_normal((m, k)), dtype)
+      b = jnp.asarray(rng.standard_normal((n, k)) / np.sqrt(k), dtype)
+      a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+      if tiles.splits == 1:
+        bias = rng.standard_normal(n).astype(np.float32)
+        got = hopper_dense.matmul_nt(a, b, jnp.asarray(bias), relu=True, tiles=tiles)
+        want = np.maximum(a64 @ b64.T + bias, 0)
+      else:
+        got = common.sum_parts(hopper_dense.matmul_nt(a, b, tiles=tiles))
+        want = a64 @ b64.T
+      yield (f"hopper matmul_nt m={m} n={n} k={k} splits={tiles.splits}", precision,
+             rel_err(got, want))
+
+
 def barrier_cases(rng, interpret):
   """Every value exchanged across the grid barrier, over thousands of rounds (GPU only: in
   interpret mode the programs run one by one and a spin barrier never opens)."""
@@ -441,7 +471,8 @@ def main(argv):
   print(f"device {d.platform}: {d.device_kind}; jax {jax.__version__}; "
         f"{'interpret mode' if interpret else 'compiled kernels'}")
   failures, count = 0, 0
-  groups = {"dense": dense_cases, "xent": xent_cases, "head": head_cases, "conv": conv_cases,
+  groups = {"dense": dense_cases, "hopper": hopper_cases, "xent": xent_cases,
+            "head": head_cases, "conv": conv_cases,
             "step": step_cases, "epoch": epoch_cases, "barrier": barrier_cases,
             "population": population_cases}
   unknown = set(_ONLY.value) - set(groups)

@@ -1,0 +1,232 @@
+"""Dense products on Hopper's tensor cores: ``C = A @ B^T`` through Pallas' Mosaic GPU backend.
+
+Both operands are K-major, A as (M, K) and B as (N, K), because TF32 warpgroup MMAs (wgmma)
+take no other layout (only 16-bit types may be transposed); bfloat16 takes the same layout
+here. That fits the dense layer of a large batch:
+
+  forward   y = relu(x @ W)      A = x (M, K), B = W^T (N, K)
+  dw        dW = x^T @ g         A = x^T (K, M), B = g^T (N, M): both transposed, the batch is K
+
+The kernel follows JAX's Hopper matmul (``jax.experimental.pallas.ops.gpu.hopper_matmul_mgpu``):
+one CTA an SM, looping over output tiles; a memory warpgroup streams A's and B's K slices into
+shared memory by TMA, several steps ahead; two compute warpgroups each own half of the CTA's
+tile (tile_m x tile_n each, side by side in N) and accumulate with wgmma; the epilogue applies
+ReLU in registers and stores the tile through shared memory by TMA.
+
+``splits`` cuts K into equal runs, each its own tile of work, written as partial sums
+(splits, M, N) for the caller to add up in a fixed order: dW has few output tiles (784 x 256
+is 26 of 64 x 256) and a long K (the batch), so without splits most SMs would idle.
+
+Any M, N, K of at least a tile work: the last tiles reach past the edges, where TMA reads
+zeros and clips the stores, so nothing is padded in memory. GPU only (Hopper): the CPU tests
+lower it without running it, and run the layer around it with ``reference`` in its place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from pallas_kernels import common
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiles:
+  tile_m: int = 128  # rows of C a compute warpgroup owns (wgmma's M: a multiple of 64)
+  tile_n: int = 64  # columns of C a compute warpgroup owns; the CTA's tile is 2 * tile_n wide
+  tile_k: int = 32  # one TMA step of K: 32 float32 are one 128-byte swizzled row
+  stages: int = 4  # K steps in flight
+  splits: int = 1  # K cut into this many runs, each written as a partial C
+
+
+def reference(a, b, bias=None, *, relu=False, tiles: Tiles = Tiles(), **_):
+  """The plain-jnp twin of ``matmul_nt``, exact float32 products: the partial products of
+  ``tiles.splits`` runs of K."""
+  splits, k = tiles.splits, a.shape[1]
+  run = pl.cdiv(pl.cdiv(k, tiles.tile_k), splits) * tiles.tile_k  # as the kernel cuts K
+  pad = ((0, 0), (0, splits * run - k))
+  a3 = jnp.pad(a.astype(jnp.float32), pad).reshape(a.shape[0], splits, run)
+  b3 = jnp.pad(b.astype(jnp.float32), pad).reshape(b.shape[0], splits, run)
+  c = jnp.einsum("msk,nsk->smn", a3, b3, precision=lax.Precision.HIGHEST)
+  c = c if bias is None else c + bias
+  c = jax.nn.relu(c) if relu else c
+  return c if splits > 1 else c[0]
+
+
+def check_shapes(a_shape, b_shape, tiles: Tiles):
+  """Why a (M, K) and b (N, K) do not fit the kernel (one line), or None. Any M, N, K at least
+  a tile's size work: TMA fills what lies past an edge with zeros and clips stores there. Rows
+  must start on 16-byte boundaries (TMA), so K must be a multiple of 4 floats (8 bfloat16)."""
+  (m, k), (n, k2) = a_shape, b_shape
+  if k != k2:
+    return f"a (M, K) and b (N, K) must share K, not {a_shape} and {b_shape}"
+  if m < tiles.tile_m or n < 2 * tiles.tile_n or k < tiles.tile_k:
+    return (f"(M, N, K) = {(m, n, k)} is smaller than a tile ({tiles.tile_m}, "
+            f"{2 * tiles.tile_n}, {tiles.tile_k}): pad it")
+  return None
+
+
+def _swizzle(k: int, tile_k: int, itemsize: int) -> int | None:
+  """The widest shared-memory swizzle (bytes) whose row of elements divides both the K step
+  and K itself: TMA's tiled copies want the whole array's K a multiple of it (784 floats: 64)."""
+  for swizzle in (128, 64, 32):
+    elems = swizzle // itemsize
+    if tile_k % elems == 0 and k % elems == 0:
+      return swizzle
+  return None
+
+
+def _kernel(a_gmem, b_gmem, *refs, tiles: Tiles, relu: bool):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  bias_gmem, c_gmem = refs if len(refs) == 2 else (None, refs[0])
+  m, k = a_gmem.shape
+  n = b_gmem.shape[0]
+  tile_m, tile_n, tile_k, splits = tiles.tile_m, tiles.tile_n, tiles.tile_k, tiles.splits
+  itemsize = jnp.dtype(a_gmem.dtype).itemsize
+  swizzle = _swizzle(k, tile_k, itemsize)
+  transforms = (plgpu.TilingTransform((8, swizzle // itemsize)), plgpu.SwizzleTransform(swizzle))
+  out_swizzle = _swizzle(n, tile_n, 4)
+  out_transforms = (plgpu.TilingTransform((8, out_swizzle // 4)),
+                    plgpu.SwizzleTransform(out_swizzle))
+  cta_n = 2 * tile_n
+  m_tiles, n_tiles = pl.cdiv(m, tile_m), pl.cdiv(n, cta_n)
+  k_run = pl.cdiv(pl.cdiv(k, tile_k), splits) * tile_k  # The last run may reach past K.
+
+  def pipeline(body, context):
+    return plgpu.emit_pipeline_warp_specialized(
+        body, grid=(k_run // tile_k,), memory_registers=40,
+        in_specs=[plgpu.BlockSpec((tile_m, tile_k), lambda kk: (0, kk), transforms=transforms),
+                  plgpu.BlockSpec((cta_n, tile_k), lambda kk: (0, kk), transforms=transforms)],
+        wg_axis="wg", num_compute_wgs=2, max_concurrent_steps=tiles.stages,
+        compute_context=context)
+
+  ignore = lambda *_, **__: None
+
+  @functools.partial(
+      pl.run_scoped,
+      allocs=pipeline(ignore, ignore).get_allocations(a_gmem, b_gmem),
+      out_smem=plgpu.SMEM((2, tile_m, tile_n), jnp.float32, transforms=out_transforms),
+      bias_smem=plgpu.SMEM((2, tile_n), jnp.float32),
+      bias_arrived=plgpu.Barrier(num_barriers=2),
+      collective_axes="wg")
+  def _scope(allocs, out_smem, bias_smem, bias_arrived):
+    wg = lax.axis_index("wg")
+
+    @plgpu.nd_loop((splits * m_tiles * n_tiles,), collective_axes="sm")
+    def _tile_loop(info):
+      (t,) = info.index
+      s, mn = lax.div(t, m_tiles * n_tiles), lax.rem(t, m_tiles * n_tiles)
+      mi, ni = lax.div(mn, n_tiles), lax.rem(mn, n_tiles)
+      rows = pl.ds(mi * tile_m, tile_m)  # Past the edges, TMA reads zeros and clips stores.
+      ks = pl.ds(s * k_run, k_run)
+
+      cols = pl.ds(ni * cta_n + wg * tile_n, tile_n)  # This warpgroup's columns of C.
+
+      def context(run_pipeline):
+        @functools.partial(pl.run_scoped, acc_ref=plgpu.ACC((tile_m, tile_n), jnp.float32))
+        def _acc(acc_ref):
+          if bias_gmem is not None:  # Fetched while the products run.
+            plgpu.copy_gmem_to_smem(bias_gmem.at[cols], bias_smem.at[wg], bias_arrived.at[wg])
+          run_pipeline(acc_ref)
+          acc = acc_ref[...]
+          if bias_gmem is not None:
+            plgpu.barrier_wait(bias_arrived.at[wg])
+            acc = acc + lax.broadcast_in_dim(bias_smem[wg], (tile_m, tile_n), [1])
+          if relu:
+            acc = jnp.maximum(acc, 0.0)
+          plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # The last tile's store has left.
+          out_smem[wg] = acc
+          plgpu.commit_smem()
+          plgpu.copy_smem_to_gmem(
+              out_smem.at[wg],
+              c_gmem.at[s, rows, cols])
+
+      def mma(_, a_smem, b_smem, acc_ref):
+        b_wg = b_smem.at[pl.ds(wg * tile_n, tile_n)]
+        plgpu.wgmma(acc_ref, a_smem, b_wg.transpose((1, 0)))
+        plgpu.wgmma_wait(0)
+        return acc_ref
+
+      pipeline(mma, context)(a_gmem.at[rows, ks], b_gmem.at[pl.ds(ni * cta_n, cta_n), ks],
+                             allocations=allocs)
+
+  plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+
+
+def matmul_nt(a, b, bias=None, *, relu: bool = False, tiles: Tiles = Tiles(),
+              num_sms: int | None = None, interpret: bool = False):
+  """``relu?(a @ b.T + bias)`` in float32 from a (M, K) and b (N, K), both float32 (TF32
+  products) or both bfloat16, and bias (N,) float32 or None; (splits, M, N) partial sums over
+  runs of K when ``tiles.splits > 1``."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  (m, k), n = a.shape, b.shape[0]
+  if a.dtype != b.dtype:
+    raise ValueError(f"matmul_nt takes a and b of one dtype, not {a.dtype} and {b.dtype}")
+  if (why := check_shapes(a.shape, b.shape, tiles)) is not None:
+    raise ValueError(why)
+  if _swizzle(k, tiles.tile_k, a.dtype.itemsize) is None:
+    raise ValueError(f"K = {k} of {a.dtype}: must be a multiple of {32 // a.dtype.itemsize} "
+                     "(32 bytes, TMA's smallest swizzled row)")
+  if m % 8 or n % 8:  # n % 8 == 0 also gives C's stores a swizzle.
+    raise ValueError(f"M = {m} and N = {n} must be multiples of 8 (TMA's tiles of 8 rows)")
+  if (relu or bias is not None) and tiles.splits > 1:
+    raise ValueError("bias and ReLU apply to a whole product, not to partial sums")
+  if num_sms is None:
+    num_sms = jax.devices()[0].core_count
+  work = tiles.splits * pl.cdiv(m, tiles.tile_m) * pl.cdiv(n, 2 * tiles.tile_n)
+  out = jax.ShapeDtypeStruct((tiles.splits, m, n), jnp.float32)
+  c = plgpu.kernel(
+      functools.partial(_kernel, tiles=tiles, relu=relu), out_type=out,
+      grid=(min(num_sms, work),), grid_names=("sm",), num_threads=3, thread_name="wg",
+      interpret=interpret,
+      compiler_params=plgpu.CompilerParams(
+          lowering_semantics=plgpu.LoweringSemantics.Warpgroup))(
+              *((a, b) if bias is None else (a, b, bias.astype(jnp.float32))))
+  return c if tiles.splits > 1 else c[0]
+
+
+def on_hopper() -> bool:
+  """Whether the default device is a Hopper GPU (sm_90) and this jax has Pallas' Mosaic GPU."""
+  try:
+    from jax.experimental.pallas import mosaic_gpu  # noqa: F401
+  except ImportError:
+    return False
+  device = jax.devices()[0]
+  return device.platform == "gpu" and getattr(device, "compute_capability", "") == "9.0"
+
+
+# The dense layer on top: y = relu?(x @ W + b) and its dW, db -----------------------------------
+
+# Measured on the H100 at the MLP's 784 -> 256 layer, batch 8192, tf32 (docs/PERFORMANCE.md).
+FWD_TILES = Tiles(tile_m=64, tile_n=128, tile_k=32, stages=4)
+DW_TILES = Tiles(tile_m=64, tile_n=128, tile_k=32, stages=4, splits=8)
+
+
+def dense_forward(x, w, b=None, *, relu=False, interpret=False):
+  """``relu?(x @ w + b)`` for x (M, K) and w (K, N) float32, with TF32 products.
+  ``interpret``: the CPU runs ``reference`` in the kernel's place (Mosaic GPU has no
+  interpreter for this kernel), so the tests check everything around it."""
+  product = reference if interpret else matmul_nt
+  return product(x, w.T, b, relu=relu, tiles=FWD_TILES)
+
+
+def dense_grads(xt, dy, y, *, has_bias: bool, interpret=False):
+  """dW (K, N) and db (N,) or None from x^T (K, M), the output's gradient dy (M, N) and, for
+  a ReLU layer, its output y: dW = x^T g with g = dy [y > 0], db = g's column sums, both in a
+  fixed order (dW's partial sums in split order, db in runs of 64 rows, then those sums)."""
+  g = dy if y is None else jnp.where(y > 0, dy, 0.0)
+  product = reference if interpret else matmul_nt
+  dw = common.sum_parts(product(xt, g.T, tiles=DW_TILES))
+  return dw, (common.sum_many_parts(g, group=64) if has_bias else None)
+
+
+def fits(m: int, k: int, n: int) -> bool:
+  """Whether a dense layer of these sizes fits the kernels' tiles and TMA's alignment."""
+  return (m >= max(FWD_TILES.tile_m, DW_TILES.tile_k) and k >= DW_TILES.tile_m
+          and n >= 2 * max(FWD_TILES.tile_n, DW_TILES.tile_n)
+          and m % 8 == 0 and k % 8 == 0 and n % 8 == 0)
