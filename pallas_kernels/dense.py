@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from pallas_kernels import common
+from pallas_kernels import common, hopper_dense
 
 
 def dense_reference(x, w, b=None, *, relu=False):
@@ -253,6 +253,16 @@ def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", w_tran
 
 # The differentiable op -------------------------------------------------------------------------
 
+def uses_hopper(m: int, k: int, n: int, precision: str, blocks, w_transposed: bool,
+                interpret: bool) -> bool:
+  """Whether the layer's forward and dW run as ``hopper_dense``'s TF32 wgmma products: tf32
+  from 4096 rows on a Hopper GPU, unless blocks are forced (H100, MLP at batch 8192, us a
+  call: forward 56.7 -> 24.5, dW 64.7 -> 31.6; docs/PERFORMANCE.md). In interpret mode the
+  CPU runs the same path around the kernel's jnp twin."""
+  return (precision == "tf32" and m >= _LARGE_ROWS and not blocks and not w_transposed
+          and hopper_dense.fits(m, k, n) and (interpret or hopper_dense.on_hopper()))
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6, 7))
 def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=False,
           w_transposed=False):
@@ -261,11 +271,16 @@ def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=
   ``blocks`` is a hashable tuple of (name, value) pairs overriding ``default_blocks``.
   ``w_transposed``: ``w`` is stored as (N, K), and computes ``act(x @ w.T + b)``.
   """
+  if uses_hopper(*x.shape, w.shape[-1], precision, blocks, w_transposed, interpret):
+    return hopper_dense.dense_forward(x, w, b, relu=relu, interpret=interpret)
   kw = kernel_blocks(*x.shape, precision, "fwd", blocks)
   return dense_fwd(x, w, b, relu=relu, w_transposed=w_transposed, interpret=interpret, **kw)
 
 
 def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
+  if uses_hopper(*x.shape, w.shape[-1], precision, blocks, w_transposed, interpret):
+    y = hopper_dense.dense_forward(x, w, b, relu=relu, interpret=interpret)
+    return y, (x.T, w, b, y if relu else None)  # dW's wgmma takes x^T (K-major in the batch)
   y = dense(x, w, b, relu, precision, blocks, interpret, w_transposed)
   dw_blocks = kernel_blocks(*x.shape, precision, "dw", blocks, w_transposed)
   if dw_blocks.get("x_transposed"):
@@ -278,6 +293,9 @@ def _dense_vjp_bwd(relu, precision, blocks, interpret, w_transposed, res, dy):
   m, k = dy.shape[0], w.shape[1 if w_transposed else 0]
   kw = dict(relu=relu, interpret=interpret, w_transposed=w_transposed)
   dx = dense_dx(dy, y, w, **kw, **kernel_blocks(m, k, precision, "dx", blocks, w_transposed))
+  if uses_hopper(m, k, dy.shape[1], precision, blocks, w_transposed, interpret):
+    dw, db = hopper_dense.dense_grads(x, dy, y, has_bias=b is not None, interpret=interpret)
+    return dx, dw, db
   dw, db = dense_dw(x, dy, y, has_bias=b is not None, **kw,
                     **kernel_blocks(m, k, precision, "dw", blocks, w_transposed))
   return dx, dw, db
