@@ -398,15 +398,22 @@ def hopper_cases(rng, interpret):
       a = jnp.asarray(rng.standard_normal((m, k)), dtype)
       b = jnp.asarray(rng.standard_normal((n, k)) / np.sqrt(k), dtype)
       a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
-      if tiles.splits == 1:
-        bias = rng.standard_normal(n).astype(np.float32)
-        got = hopper_dense.matmul_nt(a, b, jnp.asarray(bias), relu=True, tiles=tiles)
-        want = np.maximum(a64 @ b64.T + bias, 0)
-      else:
-        got = common.sum_parts(hopper_dense.matmul_nt(a, b, tiles=tiles))
-        want = a64 @ b64.T
-      yield (f"hopper matmul_nt m={m} n={n} k={k} splits={tiles.splits}", precision,
-             rel_err(got, want))
+      # tf32 products, and for float32 inputs 3xTF32 ones as well (float32's tolerance).
+      x3_too = (("float32", True),) if dtype == jnp.float32 else ()
+      for check, x3 in ((precision, False),) + x3_too:
+        ab = (hopper_dense.split_tf32(a), hopper_dense.split_tf32(b)) if x3 else (a, b)
+        t = tiles
+        if x3:
+          t = hopper_dense.X3_FWD_TILES if tiles.splits == 1 else hopper_dense.X3_DW_TILES
+        if t.splits == 1:
+          bias = rng.standard_normal(n).astype(np.float32)
+          got = hopper_dense.matmul_nt(*ab, jnp.asarray(bias), relu=True, tiles=t)
+          want = np.maximum(a64 @ b64.T + bias, 0)
+        else:
+          got = common.sum_parts(hopper_dense.matmul_nt(*ab, tiles=t))
+          want = a64 @ b64.T
+        yield (f"hopper matmul_nt m={m} n={n} k={k} splits={t.splits}{' 3xTF32' if x3 else ''}",
+               check, rel_err(got, want))
 
 
 def barrier_cases(rng, interpret):

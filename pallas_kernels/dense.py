@@ -255,11 +255,11 @@ def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", w_tran
 
 def uses_hopper(m: int, k: int, n: int, precision: str, blocks, w_transposed: bool,
                 interpret: bool) -> bool:
-  """Whether the layer's forward and dW run as ``hopper_dense``'s TF32 wgmma products: tf32
-  from 4096 rows on a Hopper GPU, unless blocks are forced (H100, MLP at batch 8192, us a
-  call: forward 56.7 -> 24.5, dW 64.7 -> 31.6; docs/PERFORMANCE.md). In interpret mode the
-  CPU runs the same path around the kernel's jnp twin."""
-  return (precision == "tf32" and m >= _LARGE_ROWS and not blocks and not w_transposed
+  """Whether the layer's forward and dW run as ``hopper_dense``'s wgmma products (tf32, and
+  float32 as 3xTF32) from 4096 rows on a Hopper GPU, unless blocks are forced (H100, MLP at
+  batch 8192, tf32, us a call: forward 56.7 -> 24.5, dW 64.7 -> 31.6; docs/PERFORMANCE.md).
+  In interpret mode the CPU runs the same path around the kernel's jnp twin."""
+  return (precision in ("tf32", "float32") and m >= _LARGE_ROWS and not blocks and not w_transposed
           and hopper_dense.fits(m, k, n) and (interpret or hopper_dense.on_hopper()))
 
 
@@ -272,15 +272,17 @@ def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=
   ``w_transposed``: ``w`` is stored as (N, K), and computes ``act(x @ w.T + b)``.
   """
   if uses_hopper(*x.shape, w.shape[-1], precision, blocks, w_transposed, interpret):
-    return hopper_dense.dense_forward(x, w, b, relu=relu, interpret=interpret)
+    return hopper_dense.dense_forward(x, w, b, relu=relu, x3=precision == "float32",
+                                      interpret=interpret)[0]
   kw = kernel_blocks(*x.shape, precision, "fwd", blocks)
   return dense_fwd(x, w, b, relu=relu, w_transposed=w_transposed, interpret=interpret, **kw)
 
 
 def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
   if uses_hopper(*x.shape, w.shape[-1], precision, blocks, w_transposed, interpret):
-    y = hopper_dense.dense_forward(x, w, b, relu=relu, interpret=interpret)
-    return y, (x.T, w, b, y if relu else None)  # dW's wgmma takes x^T (K-major in the batch)
+    y, xt = hopper_dense.dense_forward(x, w, b, relu=relu, x3=precision == "float32",
+                                       interpret=interpret)
+    return y, (xt, w, b, y if relu else None)  # dW's wgmma takes x^T (K-major in the batch)
   y = dense(x, w, b, relu, precision, blocks, interpret, w_transposed)
   dw_blocks = kernel_blocks(*x.shape, precision, "dw", blocks, w_transposed)
   if dw_blocks.get("x_transposed"):

@@ -47,6 +47,7 @@ class Tiles:
 def reference(a, b, bias=None, *, relu=False, tiles: Tiles = Tiles(), **_):
   """The plain-jnp twin of ``matmul_nt``, exact float32 products: the partial products of
   ``tiles.splits`` runs of K."""
+  a, b = (sum(v) if isinstance(v, tuple) else v for v in (a, b))  # hi + lo == x exactly
   splits, k = tiles.splits, a.shape[1]
   run = pl.cdiv(pl.cdiv(k, tiles.tile_k), splits) * tiles.tile_k  # as the kernel cuts K
   pad = ((0, 0), (0, splits * run - k))
@@ -81,9 +82,12 @@ def _swizzle(k: int, tile_k: int, itemsize: int) -> int | None:
   return None
 
 
-def _kernel(a_gmem, b_gmem, *refs, tiles: Tiles, relu: bool):
+def _kernel(*refs, tiles: Tiles, relu: bool, x3: bool, has_bias: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
-  bias_gmem, c_gmem = refs if len(refs) == 2 else (None, refs[0])
+  n_in = 4 if x3 else 2  # a, b; or a_hi, a_lo, b_hi, b_lo
+  ins, c_gmem = refs[:n_in], refs[-1]
+  bias_gmem = refs[n_in] if has_bias else None
+  a_gmem, b_gmem = ins[0], ins[n_in // 2]
   m, k = a_gmem.shape
   n = b_gmem.shape[0]
   tile_m, tile_n, tile_k, splits = tiles.tile_m, tiles.tile_n, tiles.tile_k, tiles.splits
@@ -100,8 +104,10 @@ def _kernel(a_gmem, b_gmem, *refs, tiles: Tiles, relu: bool):
   def pipeline(body, context):
     return plgpu.emit_pipeline_warp_specialized(
         body, grid=(k_run // tile_k,), memory_registers=40,
-        in_specs=[plgpu.BlockSpec((tile_m, tile_k), lambda kk: (0, kk), transforms=transforms),
-                  plgpu.BlockSpec((cta_n, tile_k), lambda kk: (0, kk), transforms=transforms)],
+        in_specs=[plgpu.BlockSpec((tile_m, tile_k), lambda kk: (0, kk), transforms=transforms)]
+        * (n_in // 2)
+        + [plgpu.BlockSpec((cta_n, tile_k), lambda kk: (0, kk), transforms=transforms)]
+        * (n_in // 2),
         wg_axis="wg", num_compute_wgs=2, max_concurrent_steps=tiles.stages,
         compute_context=context)
 
@@ -109,7 +115,7 @@ def _kernel(a_gmem, b_gmem, *refs, tiles: Tiles, relu: bool):
 
   @functools.partial(
       pl.run_scoped,
-      allocs=pipeline(ignore, ignore).get_allocations(a_gmem, b_gmem),
+      allocs=pipeline(ignore, ignore).get_allocations(*ins),
       out_smem=plgpu.SMEM((2, tile_m, tile_n), jnp.float32, transforms=out_transforms),
       bias_smem=plgpu.SMEM((2, tile_n), jnp.float32),
       bias_arrived=plgpu.Barrier(num_barriers=2),
@@ -146,24 +152,42 @@ def _kernel(a_gmem, b_gmem, *refs, tiles: Tiles, relu: bool):
               out_smem.at[wg],
               c_gmem.at[s, rows, cols])
 
-      def mma(_, a_smem, b_smem, acc_ref):
-        b_wg = b_smem.at[pl.ds(wg * tile_n, tile_n)]
-        plgpu.wgmma(acc_ref, a_smem, b_wg.transpose((1, 0)))
+      def mma(_, *smem_and_acc):
+        *smem, acc_ref = smem_and_acc
+        bt = [r.at[pl.ds(wg * tile_n, tile_n)].transpose((1, 0)) for r in smem[n_in // 2:]]
+        if x3:  # hi lo + lo hi + hi hi: float32's accuracy from three TF32 products
+          plgpu.wgmma(acc_ref, smem[0], bt[1])
+          plgpu.wgmma(acc_ref, smem[1], bt[0])
+        plgpu.wgmma(acc_ref, smem[0], bt[0])
         plgpu.wgmma_wait(0)
         return acc_ref
 
-      pipeline(mma, context)(a_gmem.at[rows, ks], b_gmem.at[pl.ds(ni * cta_n, cta_n), ks],
-                             allocations=allocs)
+      blocks = [r.at[rows, ks] for r in ins[:n_in // 2]]
+      blocks += [r.at[pl.ds(ni * cta_n, cta_n), ks] for r in ins[n_in // 2:]]
+      pipeline(mma, context)(*blocks, allocations=allocs)
 
   plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+
+
+def split_tf32(x):
+  """x as hi + lo, hi with TF32's 10 mantissa bits (the low 13 cleared), lo = x - hi exactly."""
+  bits = lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32) & jnp.uint32(0xFFFFE000)
+  hi = lax.bitcast_convert_type(bits, jnp.float32)
+  return hi, x - hi
 
 
 def matmul_nt(a, b, bias=None, *, relu: bool = False, tiles: Tiles = Tiles(),
               num_sms: int | None = None, interpret: bool = False):
   """``relu?(a @ b.T + bias)`` in float32 from a (M, K) and b (N, K), both float32 (TF32
   products) or both bfloat16, and bias (N,) float32 or None; (splits, M, N) partial sums over
-  runs of K when ``tiles.splits > 1``."""
+  runs of K when ``tiles.splits > 1``. a and b may each be given as a ``split_tf32`` pair (hi,
+  lo), both or neither: then the products are 3xTF32, float32's accuracy."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
+  x3 = isinstance(a, tuple)
+  if x3 != isinstance(b, tuple):
+    raise ValueError("give both a and b as (hi, lo) pairs, or neither")
+  ins = (*a, *b) if x3 else (a, b)
+  a, b = ins[0], ins[len(ins) // 2]
   (m, k), n = a.shape, b.shape[0]
   if a.dtype != b.dtype:
     raise ValueError(f"matmul_nt takes a and b of one dtype, not {a.dtype} and {b.dtype}")
@@ -181,12 +205,13 @@ def matmul_nt(a, b, bias=None, *, relu: bool = False, tiles: Tiles = Tiles(),
   work = tiles.splits * pl.cdiv(m, tiles.tile_m) * pl.cdiv(n, 2 * tiles.tile_n)
   out = jax.ShapeDtypeStruct((tiles.splits, m, n), jnp.float32)
   c = plgpu.kernel(
-      functools.partial(_kernel, tiles=tiles, relu=relu), out_type=out,
+      functools.partial(_kernel, tiles=tiles, relu=relu, x3=x3, has_bias=bias is not None),
+      out_type=out,
       grid=(min(num_sms, work),), grid_names=("sm",), num_threads=3, thread_name="wg",
       interpret=interpret,
       compiler_params=plgpu.CompilerParams(
           lowering_semantics=plgpu.LoweringSemantics.Warpgroup))(
-              *((a, b) if bias is None else (a, b, bias.astype(jnp.float32))))
+              *ins, *(() if bias is None else (bias.astype(jnp.float32),)))
   return c if tiles.splits > 1 else c[0]
 
 
@@ -205,24 +230,35 @@ def on_hopper() -> bool:
 # Measured on the H100 at the MLP's 784 -> 256 layer, batch 8192, tf32 (docs/PERFORMANCE.md).
 FWD_TILES = Tiles(tile_m=64, tile_n=128, tile_k=32, stages=4)
 DW_TILES = Tiles(tile_m=64, tile_n=128, tile_k=32, stages=4, splits=8)
+# float32 as 3xTF32: twice the operands a stage, so fewer stages fit in shared memory.
+X3_FWD_TILES = Tiles(tile_m=64, tile_n=128, tile_k=32, stages=2)
+X3_DW_TILES = Tiles(tile_m=64, tile_n=128, tile_k=32, stages=2, splits=8)
 
 
-def dense_forward(x, w, b=None, *, relu=False, interpret=False):
-  """``relu?(x @ w + b)`` for x (M, K) and w (K, N) float32, with TF32 products.
+def dense_forward(x, w, b=None, *, relu=False, x3=False, interpret=False):
+  """``relu?(x @ w + b)`` for x (M, K) and w (K, N) float32, with TF32 products, or 3xTF32
+  (float32's accuracy) if ``x3``; also returns x^T as ``dense_grads`` takes it (split if x3).
   ``interpret``: the CPU runs ``reference`` in the kernel's place (Mosaic GPU has no
   interpreter for this kernel), so the tests check everything around it."""
   product = reference if interpret else matmul_nt
-  return product(x, w.T, b, relu=relu, tiles=FWD_TILES)
+  if x3:
+    y = product(split_tf32(x), split_tf32(w.T), b, relu=relu, tiles=X3_FWD_TILES)
+    return y, split_tf32(x.T)
+  return product(x, w.T, b, relu=relu, tiles=FWD_TILES), x.T
 
 
 def dense_grads(xt, dy, y, *, has_bias: bool, interpret=False):
-  """dW (K, N) and db (N,) or None from x^T (K, M), the output's gradient dy (M, N) and, for
-  a ReLU layer, its output y: dW = x^T g with g = dy [y > 0], db = g's column sums, both in a
-  fixed order (dW's partial sums in split order, db in runs of 64 rows, then those sums)."""
+  """dW (K, N) and db (N,) or None from x^T (K, M) (a split pair: 3xTF32), the output's
+  gradient dy (M, N) and, for a ReLU layer, its output y: dW = x^T g with g = dy [y > 0],
+  db = g's column sums, both in a fixed order (dW's partial sums in split order, db in runs
+  of 64 rows, then those sums)."""
   g = dy if y is None else jnp.where(y > 0, dy, 0.0)
   product = reference if interpret else matmul_nt
-  dw = common.sum_parts(product(xt, g.T, tiles=DW_TILES))
-  return dw, (common.sum_many_parts(g, group=64) if has_bias else None)
+  if isinstance(xt, tuple):
+    parts = product(xt, split_tf32(g.T), tiles=X3_DW_TILES)
+  else:
+    parts = product(xt, g.T, tiles=DW_TILES)
+  return common.sum_parts(parts), (common.sum_many_parts(g, group=64) if has_bias else None)
 
 
 def fits(m: int, k: int, n: int) -> bool:

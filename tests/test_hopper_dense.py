@@ -66,3 +66,18 @@ def test_shapes_that_do_not_fit_are_refused(a, b, message):
   tiles = hopper_dense.Tiles(tile_m=64, tile_n=128, tile_k=32)
   with pytest.raises(ValueError, match=re.escape(message)):
     hopper_dense.matmul_nt(jnp.zeros(a), jnp.zeros(b), tiles=tiles, num_sms=132)
+
+
+def test_3xtf32_kernel_lowers():
+  """float32 as 3xTF32: a and b as (hi, lo) pairs, four operand streams."""
+  tiles = hopper_dense.X3_DW_TILES
+  fn = lambda a, al, b, bl: hopper_dense.matmul_nt((a, al), (b, bl), tiles=tiles, num_sms=132)
+  shapes = [((784, 8192), jnp.float32)] * 2 + [((256, 8192), jnp.float32)] * 2
+  assert "mosaic_gpu" in lower_for_cuda(fn, *shapes)
+
+
+def test_split_tf32_is_exact():
+  x = jnp.asarray(np.random.default_rng().standard_normal(1000), jnp.float32)
+  hi, lo = hopper_dense.split_tf32(x)
+  assert np.array_equal(np.asarray(hi + lo), np.asarray(x))
+  assert np.all(np.asarray(jax.lax.bitcast_convert_type(hi, jnp.uint32)) & 0x1FFF == 0)

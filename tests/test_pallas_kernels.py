@@ -159,15 +159,16 @@ def test_dense_large_batch_path(monkeypatch):
     assert rel_err(got, w64) < TOL
 
 
+@pytest.mark.parametrize("precision", ["tf32", "float32"])
 @pytest.mark.parametrize("relu,bias", [(True, True), (False, False)])
-def test_dense_hopper_path(monkeypatch, relu, bias):
+def test_dense_hopper_path(monkeypatch, relu, bias, precision):
   """The tf32 large-batch path of Hopper GPUs (hopper_dense: W and g transposed for the
   kernel, dW's partial sums over uneven runs of the batch, db in runs) through the custom_vjp,
   with the kernel's jnp twin in its place (the CPU has no Mosaic GPU interpreter for it): odd
   shapes, the threshold lowered for the test."""
   monkeypatch.setattr(dense_lib, "_LARGE_ROWS", 64)
   m, k, n = 296, 104, 264  # multiples of 8 (TMA), of no tile
-  assert dense_lib.uses_hopper(m, k, n, "tf32", None, False, True)
+  assert dense_lib.uses_hopper(m, k, n, precision, None, False, True)
   rng = np.random.default_rng()
   x = rng.standard_normal((m, k), np.float32)
   w = rng.standard_normal((k, n), np.float32) / np.sqrt(k)
@@ -175,7 +176,7 @@ def test_dense_hopper_path(monkeypatch, relu, bias):
   dy = rng.standard_normal((m, n), np.float32)
   if relu:
     dy = clear_of_relu_kink(dy, x.astype(np.float64) @ w + (0 if b is None else b))
-  fn = lambda x, w, b: dense_lib.dense(x, w, b, relu, "tf32", None, True)
+  fn = lambda x, w, b: dense_lib.dense(x, w, b, relu, precision, None, True)
   y, vjp = jax.vjp(fn, x, w, b)
   ref = lambda x, w, b: dense_lib.dense_reference(x, w, b, relu=relu)
   y64, want = reference_vjp(ref, [x, w, b], dy)
