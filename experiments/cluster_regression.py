@@ -67,16 +67,6 @@ PHASES = ("split_w", "wait_x", "forward", "partials", "cluster_barrier", "read_p
           "wait_xt", "backward", "update")
 
 
-def split(x):
-  """x = hi + lo, hi exact in TF32 (the low 13 of float32's 23 mantissa bits cleared), so a
-  TF32 product of hi loses nothing and lo keeps the rest."""
-  import jax.numpy as jnp
-  from jax import lax
-  bits = lax.bitcast_convert_type(x, jnp.int32) & jnp.int32(-8192)  # 0xFFFFE000
-  hi = lax.bitcast_convert_type(bits, jnp.float32)
-  return hi, x - hi
-
-
 def train(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   """A jitted function (w0 (32, H), w1 (H,), xs (S, 256, 32), ys (S, 256)) -> (w0, w1, losses)
   that runs ``steps`` SGD steps in one kernel launch."""
@@ -85,6 +75,7 @@ def train(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   from jax import lax
   from jax.experimental import pallas as pl
   from jax.experimental.pallas import mosaic_gpu as plgpu
+  from pallas_kernels.hopper_dense import split_tf32 as split
 
   ctas, half = hidden // UNITS, BATCH // 2
   f32 = jnp.float32

@@ -10,15 +10,18 @@ here. That fits the dense layer of a large batch:
 The kernel follows JAX's Hopper matmul (``jax.experimental.pallas.ops.gpu.hopper_matmul_mgpu``):
 one CTA an SM, looping over output tiles; a memory warpgroup streams A's and B's K slices into
 shared memory by TMA, several steps ahead; two compute warpgroups each own half of the CTA's
-tile (tile_m x tile_n each, side by side in N) and accumulate with wgmma; the epilogue applies
-ReLU in registers and stores the tile through shared memory by TMA.
+tile (tile_m x tile_n each, side by side in N) and accumulate with wgmma; the epilogue adds
+the bias and applies ReLU in registers and stores the tile through shared memory by TMA.
+float32 accuracy comes as 3xTF32: A and B given as (hi, lo) pairs (``split_tf32``), three
+wgmma a K step.
 
 ``splits`` cuts K into equal runs, each its own tile of work, written as partial sums
 (splits, M, N) for the caller to add up in a fixed order: dW has few output tiles (784 x 256
-is 26 of 64 x 256) and a long K (the batch), so without splits most SMs would idle.
+is 13 of 64 x 256) and a long K (the batch), so without splits most SMs would idle.
 
-Any M, N, K of at least a tile work: the last tiles reach past the edges, where TMA reads
-zeros and clips the stores, so nothing is padded in memory. GPU only (Hopper): the CPU tests
+Any M, N, K of at least a tile work (K a multiple of 8 floats, M and N of 8: ``check_shapes``):
+the last tiles reach past the edges, where TMA reads zeros and clips the stores, so nothing
+is padded in memory. GPU only (Hopper): the CPU tests
 lower it without running it, and run the layer around it with ``reference`` in its place.
 """
 
@@ -44,7 +47,7 @@ class Tiles:
   splits: int = 1  # K cut into this many runs, each written as a partial C
 
 
-def reference(a, b, bias=None, *, relu=False, tiles: Tiles = Tiles(), **_):
+def reference(a, b, bias=None, *, relu=False, tiles: Tiles = Tiles()):
   """The plain-jnp twin of ``matmul_nt``, exact float32 products: the partial products of
   ``tiles.splits`` runs of K."""
   a, b = (sum(v) if isinstance(v, tuple) else v for v in (a, b))  # hi + lo == x exactly
@@ -59,16 +62,23 @@ def reference(a, b, bias=None, *, relu=False, tiles: Tiles = Tiles(), **_):
   return c if splits > 1 else c[0]
 
 
-def check_shapes(a_shape, b_shape, tiles: Tiles):
-  """Why a (M, K) and b (N, K) do not fit the kernel (one line), or None. Any M, N, K at least
-  a tile's size work: TMA fills what lies past an edge with zeros and clips stores there. Rows
-  must start on 16-byte boundaries (TMA), so K must be a multiple of 4 floats (8 bfloat16)."""
+def check_shapes(a_shape, b_shape, dtype, tiles: Tiles):
+  """Why a (M, K) and b (N, K) of ``dtype`` do not fit the kernel (one line), or None. Any M,
+  N, K of at least a tile work: TMA fills what lies past an edge with zeros and clips stores
+  there. TMA's tiled copies want K a multiple of a swizzled row (32 bytes at least: 8 floats)
+  and M, N multiples of its 8-row tiles."""
   (m, k), (n, k2) = a_shape, b_shape
   if k != k2:
     return f"a (M, K) and b (N, K) must share K, not {a_shape} and {b_shape}"
   if m < tiles.tile_m or n < 2 * tiles.tile_n or k < tiles.tile_k:
     return (f"(M, N, K) = {(m, n, k)} is smaller than a tile ({tiles.tile_m}, "
             f"{2 * tiles.tile_n}, {tiles.tile_k}): pad it")
+  itemsize = jnp.dtype(dtype).itemsize
+  if _swizzle(k, tiles.tile_k, itemsize) is None:
+    return (f"K = {k} of {jnp.dtype(dtype)}: must be a multiple of {32 // itemsize} "
+            "(32 bytes, TMA's smallest swizzled row)")
+  if m % 8 or n % 8:  # n % 8 == 0 also gives C's stores a swizzle.
+    return f"M = {m} and N = {n} must be multiples of 8 (TMA's tiles of 8 rows)"
   return None
 
 
@@ -170,8 +180,10 @@ def _kernel(*refs, tiles: Tiles, relu: bool, x3: bool, has_bias: bool):
 
 
 def split_tf32(x):
-  """x as hi + lo, hi with TF32's 10 mantissa bits (the low 13 cleared), lo = x - hi exactly."""
-  bits = lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32) & jnp.uint32(0xFFFFE000)
+  """float32 x as hi + lo, exactly: hi with TF32's 10 mantissa bits (the low 13 of float32's 23
+  cleared), so a TF32 product of hi loses nothing, and lo = x - hi keeps the rest. Plain jnp:
+  it runs in XLA and inside Mosaic GPU kernels alike."""
+  bits = lax.bitcast_convert_type(x, jnp.int32) & jnp.int32(-8192)  # 0xFFFFE000
   hi = lax.bitcast_convert_type(bits, jnp.float32)
   return hi, x - hi
 
@@ -188,16 +200,11 @@ def matmul_nt(a, b, bias=None, *, relu: bool = False, tiles: Tiles = Tiles(),
     raise ValueError("give both a and b as (hi, lo) pairs, or neither")
   ins = (*a, *b) if x3 else (a, b)
   a, b = ins[0], ins[len(ins) // 2]
-  (m, k), n = a.shape, b.shape[0]
+  m, n = a.shape[0], b.shape[0]
   if a.dtype != b.dtype:
     raise ValueError(f"matmul_nt takes a and b of one dtype, not {a.dtype} and {b.dtype}")
-  if (why := check_shapes(a.shape, b.shape, tiles)) is not None:
+  if (why := check_shapes(a.shape, b.shape, a.dtype, tiles)) is not None:
     raise ValueError(why)
-  if _swizzle(k, tiles.tile_k, a.dtype.itemsize) is None:
-    raise ValueError(f"K = {k} of {a.dtype}: must be a multiple of {32 // a.dtype.itemsize} "
-                     "(32 bytes, TMA's smallest swizzled row)")
-  if m % 8 or n % 8:  # n % 8 == 0 also gives C's stores a swizzle.
-    raise ValueError(f"M = {m} and N = {n} must be multiples of 8 (TMA's tiles of 8 rows)")
   if (relu or bias is not None) and tiles.splits > 1:
     raise ValueError("bias and ReLU apply to a whole product, not to partial sums")
   if num_sms is None:
@@ -262,7 +269,8 @@ def dense_grads(xt, dy, y, *, has_bias: bool, interpret=False):
 
 
 def fits(m: int, k: int, n: int) -> bool:
-  """Whether a dense layer of these sizes fits the kernels' tiles and TMA's alignment."""
-  return (m >= max(FWD_TILES.tile_m, DW_TILES.tile_k) and k >= DW_TILES.tile_m
-          and n >= 2 * max(FWD_TILES.tile_n, DW_TILES.tile_n)
-          and m % 8 == 0 and k % 8 == 0 and n % 8 == 0)
+  """Whether a float32 dense layer of these sizes fits both of its products: the forward's
+  (x (M, K), W^T (N, K)) and dW's (x^T (K, M), g^T (N, M)), in either precision."""
+  fwd = [check_shapes((m, k), (n, k), jnp.float32, t) for t in (FWD_TILES, X3_FWD_TILES)]
+  dw = [check_shapes((k, m), (n, m), jnp.float32, t) for t in (DW_TILES, X3_DW_TILES)]
+  return all(why is None for why in fwd + dw)
