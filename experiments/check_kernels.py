@@ -17,18 +17,19 @@ import functools
 
 from jaxshallow import cnn, fused_epoch, fused_step, mlp, models, train
 from jaxshallow import numpy_cnn
-from pallas_kernels import (common, conv, conv_batch, conv_pool, conv_stack, dense, dense_xent,
-                            hopper_dense, max_pool, mlp_epoch, mse, population_step, sgd_parts,
+from pallas_kernels import (cluster_epoch, common, conv, conv_batch, conv_pool, conv_stack,
+                            dense, dense_xent, hopper_dense, max_pool, mlp_epoch, mse, population_step, sgd_parts,
                             softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
-                                   "barrier", "population"],
+                                   "cluster", "barrier", "population"],
                           "Which groups: dense, hopper (the tf32 products of large batches on "
                           "Hopper GPUs; GPU only), xent, head (the fused output layer), conv (with "
                           "max-pool, the fused conv+pool and MSE), step (the CNN's step "
                           "kernels: the batch's convolution, the update, a whole step), epoch "
-                          "(the whole-epoch kernel), barrier (its grid barrier under stress; "
+                          "(the whole-epoch kernel), cluster (the regression net's epoch in one "
+                          "cluster; Hopper only), barrier (its grid barrier under stress; "
                           "GPU only), population (the population step kernels).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
 
@@ -416,6 +417,34 @@ def hopper_cases(rng, interpret):
                check, rel_err(got, want))
 
 
+# (hidden width, steps): 2, 4, 8 and 16 CTAs; one step, an odd count (a last step outside the
+# kernel's two-step loop) and a whole epoch of the large set.
+CLUSTER_CASES = [(64, 1), (128, 7), (256, 100), (512, 20)]
+
+
+def cluster_cases(rng, interpret):
+  """cluster_epoch's kernel (GPU only, Hopper: Mosaic GPU has no interpreter for clusters)
+  against the same steps through train_step in float64."""
+  if interpret or not cluster_epoch.usable():
+    print("skip cluster_epoch: not on a Hopper GPU")
+    return
+  for hidden, steps in CLUSTER_CASES:
+    batch = cluster_epoch.BATCH
+    n = steps * batch + 5
+    x = rng.uniform(-1, 1, (n, 32)).astype(np.float32)
+    y = ((x ** 2).sum(1) + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    order, lr = rng.permutation(n).astype(np.int32), 0.002
+    params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), (32, hidden, 1), bias=False)
+    ref_losses, ref_params = _epoch_reference(params, x, y, order, lr, "sgd", batch,
+                                              models.REGRESSION, steps)
+    fn = jax.jit(functools.partial(cluster_epoch.train_epoch, lr=lr, steps=steps,
+                                   use_kernel=True))
+    got, losses = fn(params, x, y, order)
+    err = max(rel_err(losses, ref_losses),
+              *(rel_err(a, b) for a, b in zip(jax.tree.leaves(got), ref_params)))
+    yield f"cluster epoch 32-{hidden}-1 batch {batch} {steps} steps", "float32", err
+
+
 def barrier_cases(rng, interpret):
   """Every value exchanged across the grid barrier, over thousands of rounds (GPU only: in
   interpret mode the programs run one by one and a spin barrier never opens)."""
@@ -480,7 +509,8 @@ def main(argv):
   failures, count = 0, 0
   groups = {"dense": dense_cases, "hopper": hopper_cases, "xent": xent_cases,
             "head": head_cases, "conv": conv_cases,
-            "step": step_cases, "epoch": epoch_cases, "barrier": barrier_cases,
+            "step": step_cases, "epoch": epoch_cases, "cluster": cluster_cases,
+            "barrier": barrier_cases,
             "population": population_cases}
   unknown = set(_ONLY.value) - set(groups)
   if unknown:

@@ -77,7 +77,7 @@ def test_3xtf32_kernel_lowers():
 
 
 def test_split_tf32_is_exact():
-  """3xTF32 (here and in experiments.cluster_regression) rests on x = hi + lo exactly, with
+  """3xTF32 (here and in pallas_kernels.cluster_epoch) rests on x = hi + lo exactly, with
   hi's low 13 mantissa bits clear."""
   x = np.random.default_rng(0).standard_normal(10_000).astype(np.float32) * 1e3
   x[:4] = [0.0, -0.0, 1.0, np.float32(1) + np.float32(2.0 ** -23)]
