@@ -2,7 +2,9 @@
 shape of ``train.train_epoch``: params and optax state in, params, optax state and metrics out.
 
 On a GPU the kernel runs compiled, one launch an epoch; elsewhere the same phase code runs in
-interpret mode, one call per phase and step (slow, for tests).
+interpret mode, one call per phase and step (slow, for tests). On a Hopper GPU the regression
+net (32-H-1, H up to 512, batch 256, plain SGD, float32) runs ``pallas_kernels.cluster_epoch``
+instead: one thread-block cluster, faster there (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -92,21 +94,36 @@ def epoch_metrics(losses, correct, batch_size: int, xent: bool = True) -> dict:
   return metrics
 
 
+def use_cluster(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
+                precision: str, dtype) -> bool:
+  """Whether the epoch runs ``cluster_epoch``: on a Hopper GPU, for the networks it takes, in
+  float32 (it computes as 3xTF32; the other precisions keep ``mlp_epoch``)."""
+  from pallas_kernels import cluster_epoch
+  return (head == "mse" and precision == "float32" and cluster_epoch.usable()
+          and cluster_epoch.problem(widths, batch_size, bias=bias, optimizer=optimizer,
+                                    dtype=dtype) is None)
+
+
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
         precision: str, model):
   """One epoch through the kernel; the arguments are those of ``train.train_epoch``."""
-  from pallas_kernels import common, mlp_epoch
+  from pallas_kernels import cluster_epoch, common, mlp_epoch
   name = optimizer_name(tx, "epoch")
   widths = (params[0]["w"].shape[0], *(layer["w"].shape[1] for layer in params))
   why = problem(model.name, widths[-1], batch_size, name)
   if why:
     raise ValueError(f"fusion='epoch' cannot train this: {why}")
+  x = images.reshape(images.shape[0], -1)
+  if use_cluster(widths, batch_size, head=model.loss, bias="b" in params[0], optimizer=name,
+                 precision=precision, dtype=params[0]["w"].dtype):
+    params, losses = cluster_epoch.train_epoch(params, x, labels, order, tx.lr, steps=steps,
+                                               use_kernel=True)
+    return params, opt_state, epoch_metrics(losses, None, batch_size, xent=False)
   momentum = name == "momentum"
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
                              momentum=momentum, precision=precision,
                              max_programs=_max_programs())
   velocities = velocities_of(opt_state, params, name)
-  x = images.reshape(images.shape[0], -1)
   y = labels.astype(jnp.int32) if model.loss == "xent" else labels
   interpret = common.interpret_default()
   params, velocities, losses, correct = mlp_epoch.train_epoch(
