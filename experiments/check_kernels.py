@@ -15,11 +15,11 @@ from absl import app, flags, logging
 
 import functools
 
-from jaxshallow import cnn, fused_epoch, fused_step, mlp, models, train
+from jaxshallow import cnn, fused_epoch, fused_step, mlp, models, synthetic, train
 from jaxshallow import numpy_cnn
 from pallas_kernels import (cluster_epoch, common, conv, conv_batch, conv_pool, conv_stack,
-                            dense, dense_xent, hopper_dense, max_pool, mlp_epoch, mse, population_step, sgd_parts,
-                            softmax_xent)
+                            dense, dense_xent, hopper_dense, max_pool, mlp_epoch, mse,
+                            population_step, sgd_parts, softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
@@ -425,16 +425,16 @@ CLUSTER_CASES = [(64, 1), (128, 7), (256, 100), (512, 20)]
 def cluster_cases(rng, interpret):
   """cluster_epoch's kernel (GPU only, Hopper: Mosaic GPU has no interpreter for clusters)
   against the same steps through train_step in float64."""
-  if interpret or not cluster_epoch.usable():
+  if interpret or not hopper_dense.on_hopper():
     print("skip cluster_epoch: not on a Hopper GPU")
     return
   for hidden, steps in CLUSTER_CASES:
     batch = cluster_epoch.BATCH
     n = steps * batch + 5
-    x = rng.uniform(-1, 1, (n, 32)).astype(np.float32)
-    y = ((x ** 2).sum(1) + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    x, y = synthetic.make_regression(n, rng, cluster_epoch.INPUTS)
     order, lr = rng.permutation(n).astype(np.int32), 0.002
-    params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), (32, hidden, 1), bias=False)
+    params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))),
+                          (cluster_epoch.INPUTS, hidden, 1), bias=False)
     ref_losses, ref_params = _epoch_reference(params, x, y, order, lr, "sgd", batch,
                                               models.REGRESSION, steps)
     fn = jax.jit(functools.partial(cluster_epoch.train_epoch, lr=lr, steps=steps,

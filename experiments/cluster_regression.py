@@ -127,7 +127,8 @@ def main(argv):
         f"{'compile s':>9s} {'loss 100':>9s} {'float64':>9s}")
   for h in hidden:
     us, loss_err, w_err, compile_s, loss, want = check_and_time(h)
-    print(f"{f'32-{h}-1':>12s} {2 * h // cluster_epoch.UNITS:4d} {us:8.3f} {loss_err:9.1e} {w_err:10.1e} "
+    n_ctas = 2 * h // cluster_epoch.UNITS
+    print(f"{f'32-{h}-1':>12s} {n_ctas:4d} {us:8.3f} {loss_err:9.1e} {w_err:10.1e} "
           f"{compile_s:9.2f} {loss:9.5f} {want:9.5f}", flush=True)
   if FLAGS.profile:
     steps = 8  # The profiler's buffer shares shared memory with the kernel's.
@@ -145,8 +146,9 @@ def main(argv):
       for name in cluster_epoch.PHASES:
         print(f"  {name:16s}" + "".join(f"{times.get((c, name), float('nan')):8.3f}"
                                         for c in ctas))
+      phases = cluster_epoch.PHASES
       print(f"  {'sum':16s}" + "".join(
-          f"{sum(times.get((c, n), 0.0) for n in cluster_epoch.PHASES):8.3f}" for c in ctas), flush=True)
+          f"{sum(times.get((c, n), 0.0) for n in phases):8.3f}" for c in ctas), flush=True)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from pallas_kernels.hopper_dense import on_hopper, split_tf32
+from pallas_kernels.hopper_dense import split_tf32
 
 BATCH = 256
 INPUTS = 32  # One 128-byte swizzled row of float32: the only input width the tiles take.
@@ -295,7 +295,3 @@ def train_epoch(params, x, y, order, lr: float, *, steps: int, use_kernel: bool)
   w0, w1, losses = run(w0, w1, xs, ys, lr)
   return [{"w": w0}, {"w": w1[:, None]}], losses
 
-
-def usable() -> bool:
-  """Whether ``train`` can run here: an NVIDIA Hopper GPU."""
-  return on_hopper()

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow import fused_epoch, mlp, models, train
-from pallas_kernels import cluster_epoch
+from jaxshallow import fused_epoch, mlp, models, synthetic, train
+from pallas_kernels import cluster_epoch, hopper_dense
 
 
 @pytest.mark.parametrize("hidden,steps", [(64, 1), (256, 7)])
@@ -25,8 +25,7 @@ def test_kernel_lowers(hidden, steps):
 
 def _data(rng, steps, hidden):
   n = steps * 256 + 3
-  x = rng.uniform(-1, 1, (n, 32)).astype(np.float32)
-  y = ((x ** 2).sum(1) + 0.1 * rng.standard_normal(n)).astype(np.float32)
+  x, y = synthetic.make_regression(n, rng)
   params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), (32, hidden, 1), bias=False)
   return params, x, y, rng.permutation(n).astype(np.int32)
 
@@ -86,5 +85,5 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
 def test_the_workload_fits_and_the_cpu_keeps_the_grid_kernel():
   args = dict(bias=False, optimizer="sgd", dtype=jnp.float32)
   assert cluster_epoch.problem((32, 256, 1), 256, **args) is None
-  assert not cluster_epoch.usable()  # No Hopper GPU in CI.
+  assert not hopper_dense.on_hopper()  # No Hopper GPU in CI.
   assert not fused_epoch.use_cluster((32, 256, 1), 256, head="mse", precision="float32", **args)
