@@ -10,10 +10,14 @@ rows of W0^T and entries of w1, kept in registers for the whole launch) and the 
              (relu(z) times w1, summed over the CTA's units) into its shared memory
   exchange 1 a barrier of the CTAs that share b; each reads their partials (distributed shared
              memory) and adds them in u order, so all hold the same bits of the outputs
-  backward   dw1 = relu(z) dL/dout; g = w1 dL/dout [z > 0]; dW0^T = g x, a (64, 32) wgmma
-             product over the CTA's rows
-  exchange 2 a barrier of the pair (u, 0), (u, 1); each adds its own and its peer's gradients
-             (a + b == b + a in IEEE arithmetic: both get the same bits) and updates
+  backward   m = h x with h = [z > 0] dL/dout, a (64, 32) wgmma product over the CTA's rows
+  exchange 2 a barrier of the pair (u, 0), (u, 1); each adds its own and its peer's m (a + b
+             == b + a in IEEE arithmetic: both get the same bits) and updates with
+             dW0^T = w1 m (row by row) and dw1 = the row sums of W0^T m
+
+Why m: dW0^T = (w1 h) x, and dw1 = relu(z) dL/dout = sum over rows of h (W0^T x^T), which is
+the row sums of W0^T m. So the step's element-wise work on (64, 128) arrays is z's partial
+outputs and h, and one (64, 32) array is exchanged instead of two gradients.
 
 The two exchanges alternate between two buffers by step parity, so one barrier each suffices:
 a CTA writes a buffer again only two steps later, after a barrier its readers passed once done.
@@ -83,9 +87,8 @@ def _load(ref, layout):
 
 def _kernel(w0t_in, w1_in, xh_in, xl_in, xth_in, xtl_in, y_in,  # inputs (global memory)
             w0t_out, w1_out, out_out,  # outputs
-            xh, xl, xth, xtl, wh, wl, gh, gl, y, w1_buf, part0, part1, dw0_0, dw0_1, dw1_0,
-            dw1_1, outs, dout, tma, group_barrier, pair_barrier, *, steps: int, lr: float,
-            groups: int):
+            xh, xl, xth, xtl, wh, wl, hh, hl, y, w1_buf, part0, part1, m0, m1, outs, dout, tma,
+            group_barrier, pair_barrier, *, steps: int, lr: float, groups: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_unit = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a unit (a row of z^T)
@@ -93,7 +96,7 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xth_in, xtl_in, y_in,  # inputs (global
   u, b = lax.axis_index("unit"), lax.axis_index("half")
   units = pl.ds(u * UNITS, UNITS)
   # Whole buffers by parity: jax 0.11.2 cannot lower a peer's view of one row of a buffer.
-  part, dw0_buf, dw1_buf = (part0, part1), (dw0_0, dw0_1), (dw1_0, dw1_1)
+  part, m_buf = (part0, part1), (m0, m1)
 
   def fetch_x(s):  # The forward's operands of step s.
     plgpu.copy_gmem_to_smem(xh_in.at[s, b], xh, tma.at[0])
@@ -157,34 +160,31 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xth_in, xtl_in, y_in,  # inputs (global
       plgpu.barrier_wait(tma.at[2])
       plgpu.barrier_wait(tma.at[3])
 
-    def backward(acc):
-      g_out_cols = lax.broadcast_in_dim(g_out, (UNITS, ROWS), [1])
-      dw1 = jnp.sum(jnp.maximum(z, 0.0) * g_out_cols, axis=1)
-      g = jnp.where(z > 0.0, w1_cols * g_out_cols, 0.0)
-      gh[...], gl[...] = split_tf32(g)
+    def backward(acc):  # m = h x with h = [z > 0] dL/dout: dW0^T = w1 m, dw1 = sum(W0^T m)
+      live = z > 0.0
+      for half, ref in zip(split_tf32(g_out), (hh, hl)):  # Split once a row, not per unit.
+        ref[...] = jnp.where(live, lax.broadcast_in_dim(half, (UNITS, ROWS), [1]), 0.0)
       plgpu.commit_smem()
-      plgpu.wgmma(acc, gh, xth.transpose((1, 0)))
-      plgpu.wgmma(acc, gh, xtl.transpose((1, 0)))
-      plgpu.wgmma(acc, gl, xth.transpose((1, 0)))
+      plgpu.wgmma(acc, hh, xth.transpose((1, 0)))
+      plgpu.wgmma(acc, hh, xtl.transpose((1, 0)))
+      plgpu.wgmma(acc, hl, xth.transpose((1, 0)))
       plgpu.wgmma_wait(0)
-      return acc[...], dw1
+      return acc[...]
     with jax.named_scope("backward"):
-      dw0t, dw1 = pl.run_scoped(backward, plgpu.ACC((UNITS, INPUTS), f32))
+      m = pl.run_scoped(backward, plgpu.ACC((UNITS, INPUTS), f32))
 
     @pl.when(s + 1 < steps)
     def _():
       fetch_xt(s + 1)
 
     with jax.named_scope("exchange_2"):
-      dw0_buf[parity][...] = dw0t
-      dw1_buf[parity][...] = dw1
+      m_buf[parity][...] = m
       plgpu.barrier_arrive(pair_barrier.at[parity])
       plgpu.barrier_wait(pair_barrier.at[parity])
-      other = 1 - b
-      dw0t = dw0t + plgpu.cluster_ref(dw0_buf[parity], {"half": other})[...]
-      dw1 = dw1 + _load(plgpu.cluster_ref(dw1_buf[parity], {"half": other}), by_unit)
+      m = m + plgpu.cluster_ref(m_buf[parity], {"half": 1 - b})[...]
     with jax.named_scope("update"):
-      return w0t - lr * dw0t, w1 - lr * dw1
+      dw1 = jnp.sum(w0t * m, axis=1)
+      return w0t - lr * (lax.broadcast_in_dim(w1, m.shape, [0]) * m), w1 - lr * dw1
 
   def two_steps(i, carry):
     carry = step(2 * i, 0, carry)
@@ -230,11 +230,11 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
           smem((ROWS, INPUTS), transforms=tiled), smem((ROWS, INPUTS), transforms=tiled),  # x
           smem((INPUTS, ROWS), transforms=tiled), smem((INPUTS, ROWS), transforms=tiled),  # x^T
           smem((UNITS, INPUTS), transforms=tiled), smem((UNITS, INPUTS), transforms=tiled),  # W0^T
-          smem((UNITS, ROWS), transforms=tiled), smem((UNITS, ROWS), transforms=tiled),  # g^T
+          smem((UNITS, ROWS), transforms=tiled), smem((UNITS, ROWS), transforms=tiled),  # h^T
           smem((ROWS,)), smem((UNITS,)),  # y, w1
           smem((ROWS,)), smem((ROWS,)),  # partial outputs, by parity
-          smem((UNITS, INPUTS), transforms=tiled), smem((UNITS, INPUTS), transforms=tiled),
-          smem((UNITS,)), smem((UNITS,)),  # gradients, by parity
+          smem((UNITS, INPUTS), transforms=tiled),
+          smem((UNITS, INPUTS), transforms=tiled),  # m, by parity
           smem((2, ROWS)), smem((ROWS,)),  # outputs for the copy out; dL/dout
           plgpu.Barrier(num_barriers=7),
           plgpu.ClusterBarrier(collective_axes=("unit",), num_barriers=2),
@@ -259,7 +259,8 @@ def train(w0, w1, xs, ys, lr: float, profile_dir: str | None = None):
 
 def reference(w0, w1, xs, ys, lr: float):
   """The plain-jnp twin of ``train``: the same steps, products at ``w0``'s dtype's full
-  precision, outputs summed over the 64-unit groups in order as the kernel does."""
+  precision, outputs summed over the 64-unit groups in order and the gradients taken through
+  m, as the kernel does."""
   hi = lax.Precision.HIGHEST
   groups = w0.shape[1] // UNITS
 
@@ -274,10 +275,9 @@ def reference(w0, w1, xs, ys, lr: float):
       out = out + parts[:, c]
     r = out - y
     g_out = r * (2.0 / y.shape[0])
-    g = jnp.where(z > 0, jnp.outer(g_out, w1), 0.0)
-    dw0 = jnp.dot(x.T, g, precision=hi)
-    dw1 = jnp.dot(h.T, g_out, precision=hi)
-    return (w0 - lr * dw0, w1 - lr * dw1), jnp.mean(r * r)
+    m = jnp.dot(x.T, jnp.where(z > 0, g_out[:, None], 0.0), precision=hi)  # (32, H)
+    dw1 = jnp.sum(w0 * m, axis=0)
+    return (w0 - lr * (m * w1), w1 - lr * dw1), jnp.mean(r * r)
 
   (w0, w1), losses = lax.scan(step, (w0, w1), (xs, ys))
   return w0, w1, losses
