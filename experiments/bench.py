@@ -67,6 +67,7 @@ TECHNIQUES = [  # (variant name, Config overrides, whether it is slow)
     ("loop dispatch", dict(dispatch="loop"), True),
     ("loop + loss synced every step", dict(dispatch="loop", sync="step"), True),
     ("loss synced every 5 epochs", dict(sync_every=5), False),
+    ("host waits for each epoch", dict(overlap=False), False),
     ("streamed from host, prefetched", dict(dispatch="loop", placement="streamed"), True),
     ("no donation", dict(donate=False), False),
     ("scan unrolled x4", dict(unroll=4), False),
@@ -167,7 +168,7 @@ def measure(case: Case) -> dict:
   for r in range(case.repeats):
     if r:
       trainer.set_params(init)
-    times, losses = runner.timed_epochs(trainer, cfg.epochs, cfg.sync_every)
+    times, losses = runner.timed_epochs(trainer, cfg.epochs, cfg.sync_every, cfg.overlap)
     runs.append((sum(times), times, losses))
   total, times, losses = sorted(runs, key=lambda run: run[0])[len(runs) // 2]
   epochs = len(times)  # Fewer than cfg.epochs if the run diverged.

@@ -38,6 +38,9 @@ _SYNC = flags.DEFINE_string("sync", "epoch", "epoch: fetch the loss once an epoc
                             "every step (needs --dispatch=loop).")
 _SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "With --sync=epoch: bring the losses to "
                                    "the host every N epochs only.")
+_OVERLAP = flags.DEFINE_bool("overlap", True, "Dispatch the next epoch before waiting for this "
+                             "one's loss (the host one epoch behind the device); --nooverlap: "
+                             "wait, then dispatch.")
 _BLOCKS = flags.DEFINE_string("blocks", None, "Pallas dense block sizes BM,BN,BK, or auto.")
 _FUSION = flags.DEFINE_string("fusion", None, "pallas: epoch (the whole epoch in one kernel; the "
                               "default for the MLP family; in a population, the population "
@@ -66,8 +69,8 @@ def config_from_flags(**overrides) -> config.Config:
       precision=_PRECISION.value, numpy_dtype=_NUMPY_DTYPE.value, data_dir=_DATA_DIR.value,
       train_limit=_TRAIN_LIMIT.value, test_limit=_TEST_LIMIT.value, dispatch=_DISPATCH.value,
       unroll=_UNROLL.value, placement=_PLACEMENT.value, donate=_DONATE.value, sync=_SYNC.value,
-      sync_every=_SYNC_EVERY.value, blocks=_BLOCKS.value, fusion=_FUSION.value,
-      data_parallel=_DATA_PARALLEL.value, devices=_DEVICES.value)
+      sync_every=_SYNC_EVERY.value, overlap=_OVERLAP.value, blocks=_BLOCKS.value,
+      fusion=_FUSION.value, data_parallel=_DATA_PARALLEL.value, devices=_DEVICES.value)
   return config.resolve(dataclasses.replace(cfg, **overrides))
 
 

@@ -140,6 +140,11 @@ class TorchTrainer:
     return time.perf_counter() - t0
 
   def run_epoch(self, e: int) -> float:
+    return float(self.start_epoch(e))  # float() waits for the GPU.
+
+  def start_epoch(self, e: int):
+    """One epoch, queued on the GPU; its mean loss as a GPU tensor (the next epoch's zeroing
+    of the sum comes after this division in the stream)."""
     self.loss_sum.zero_()
     for s in range(self.steps):
       self.idx.copy_(self.orders[e][s])
@@ -147,7 +152,7 @@ class TorchTrainer:
         self.graph.replay()
       else:
         self._step()
-    return float(self.loss_sum) / self.steps  # float() waits for the GPU.
+    return self.loss_sum / self.steps
 
   def evaluate(self, split: str = "test") -> dict:
     torch = self.torch

@@ -64,6 +64,9 @@ class Config:
   donate: bool = True  # Donate params and optimizer state to the update.
   sync: str = "epoch"  # epoch: fetch metrics once an epoch; step: after every step (loop only)
   sync_every: int = 1  # With sync="epoch": bring the losses to the host every N epochs.
+  # Dispatch the next epoch (or group of sync_every epochs) before waiting for this one's loss,
+  # so the device does not idle while the host reads it; False: wait, then dispatch.
+  overlap: bool = True
   blocks: str | None = None  # Pallas dense block sizes: None, "BM,BN,BK" or "auto".
   # Pallas only: "epoch", the whole epoch in one kernel (MLP family); "step", a step of Pallas
   # kernels alone, the optimizer's update in one of them (the CNN); or "ops", one step per

@@ -89,7 +89,7 @@ class JaxTrainer(TrainerState):
 
   def start_epoch(self, e: int):
     """One epoch, dispatched; returns its mean training loss as a device value, so that
-    several epochs can run before the host waits (``sync_every``)."""
+    the host can dispatch more epochs before it waits (``overlap``, ``sync_every``)."""
     if self.cfg.dispatch == "scan":
       self.params, self.opt_state, metrics = self.fn(
           self.params, self.opt_state, *self.data["train"], self.orders[e])

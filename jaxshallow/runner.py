@@ -1,8 +1,9 @@
 """One training run from a config to a result dict: what the experiment scripts share.
 
 Timing: compilation is done ahead of time (``jit(...).lower(...).compile()``) and reported as
-``compile_time_s``; ``epoch_time_s`` covers each compiled epoch, blocked until its results are
-ready, and ``train_time_s`` is their sum.
+``compile_time_s``; ``epoch_time_s`` runs from one epoch's loss on the host to the next's (the
+next epoch is dispatched before the host waits: ``Config.overlap``), and ``train_time_s`` is
+their sum, from the first dispatch to the last loss.
 
 Divergence: an epoch whose mean training loss is NaN or infinite ends the run. The result says
 ``"diverged": true`` with the epoch, holds no test metrics (a diverged network's accuracy is no
@@ -72,7 +73,7 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict:
             "steps_per_epoch": len(ds.train_labels) // cfg.batch_size,
             "compile_time_s": trainer.compile()}
   result["epoch_time_s"], result["epoch_loss"] = timed_epochs(
-      trainer, cfg.epochs, cfg.sync_every,
+      trainer, cfg.epochs, cfg.sync_every, cfg.overlap,
       log=lambda e, loss, t: log(f"epoch {e + 1:3d}/{cfg.epochs}  loss {loss:.5f}  time {t:.3f}s"))
   result["train_time_s"] = float(sum(result["epoch_time_s"]))
   bad = [e for e, loss in enumerate(result["epoch_loss"]) if not math.isfinite(loss)]
@@ -101,30 +102,40 @@ def divergence_message(result: dict) -> str:
           f"try a smaller --lr than {result['lr']:g}")
 
 
-def timed_epochs(trainer, epochs: int, sync_every: int = 1, log=None):
+def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True, log=None):
   """Train ``epochs`` epochs, bringing the losses to the host every ``sync_every`` epochs.
 
-  Returns per-epoch wall times and mean losses. With ``sync_every`` > 1 nothing waits for the
-  device inside a group of epochs, so only the group is timed: each of its epochs gets the
-  group's mean time. Stops after the first group with a NaN or infinite loss (diverged).
+  Returns per-epoch wall times and mean losses. With ``overlap`` the next group of epochs is
+  dispatched before the host waits for this group's losses, so the device never idles while
+  the host reads them; a group's time then runs from the previous group's losses on the host
+  to its own (the first from the start), and their sum is the wall time of the whole run.
+  Without it the host waits, then dispatches. Each epoch of a group gets the group's mean time.
+  Stops after the first group with a NaN or infinite loss (diverged); with ``overlap`` the
+  trainer has then run one group more, whose losses are not reported.
   """
-  import jax
+  groups = [range(first, min(first + sync_every, epochs)) for first in range(0, epochs, sync_every)]
+  start = lambda group: [trainer.start_epoch(e) for e in group]
   times, losses = [], []
-  for first in range(0, epochs, sync_every):
-    group = range(first, min(first + sync_every, epochs))
-    t0 = time.perf_counter()
-    if sync_every == 1:
-      group_losses = [trainer.run_epoch(first)]  # Returns once the loss is on the host.
-    else:
-      group_losses = [float(v) for v in jax.device_get([trainer.start_epoch(e) for e in group])]
-    seconds = (time.perf_counter() - t0) / len(group)
+  t0 = time.perf_counter()
+  pending = start(groups[0])
+  for i, group in enumerate(groups):
+    last = i + 1 == len(groups)
+    following = start(groups[i + 1]) if overlap and not last else None
+    group_losses = [float(v) for v in pending]  # float() waits for the value.
+    arrived = time.perf_counter()
+    seconds = (arrived - t0) / len(group)
     for e, loss in zip(group, group_losses):
       times.append(seconds)
       losses.append(loss)
       if log:
         log(e, loss, seconds)
-    if not all(math.isfinite(v) for v in group_losses):
+    if last or not all(math.isfinite(v) for v in group_losses):
       break
+    if overlap:
+      t0, pending = arrived, following
+    else:
+      t0 = time.perf_counter()
+      pending = start(groups[i + 1])
   return times, losses
 
 

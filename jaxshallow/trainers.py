@@ -91,6 +91,9 @@ class NumpyTrainer(TrainerState):
         grad_fn=self.grad_fn)
     return loss
 
+  def start_epoch(self, e: int) -> float:
+    return self.run_epoch(e)  # NumPy runs on the host: nothing to overlap.
+
   def evaluate(self, split: str = "test") -> dict:
     x, y = ((self.ds.test_images, self.ds.test_labels) if split == "test"
             else (self.ds.train_images, self.ds.train_labels))

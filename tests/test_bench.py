@@ -45,7 +45,7 @@ def test_bench_quick(real_data_dir, tmp_path):
       "mlp", "cnn", "logreg", "regression"}
   for w in ("mlp", "cnn", "logreg", "regression"):
     assert {"numpy", "xla", "pallas"} <= {r["impl"] for r in rows if r["workload"] == w}
-  assert len([r for r in rows if r["group"] == "techniques"]) == 16  # 8 switches x 2 impls.
+  assert len([r for r in rows if r["group"] == "techniques"]) == 18  # 9 switches x 2 impls.
   for r in rows:
     assert r["train_time_s"] > 0 and r["samples_per_s"] > 0
     assert len(r["epoch_times"]) == len(r["epoch_losses"]) == r["epochs"]

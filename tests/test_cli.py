@@ -187,9 +187,11 @@ def test_regression_bad_size_is_one_line():
 
 
 def test_sync_every_gives_the_same_losses(real_data_dir, tmp_path):
-  """Fetching the loss every 3 epochs instead of every epoch changes timing, not training."""
+  """Fetching the loss every 3 epochs instead of every epoch, or waiting for each epoch before
+  dispatching the next, changes timing, not training."""
   results = []
-  for extra in ([], ["--sync_every=3"], ["--dispatch=loop", "--sync_every=2"]):
+  for extra in ([], ["--sync_every=3"], ["--dispatch=loop", "--sync_every=2"], ["--nooverlap"],
+                ["--sync_every=3", "--nooverlap"]):
     out = tmp_path / f"r{len(results)}.json"
     p = run_cli("--epochs=4", "--train_limit=1280", "--test_limit=200", "--hidden=32",
                 f"--out={out}", *extra)
@@ -261,3 +263,41 @@ def test_cluster_regression_reference_matches_xla_in_float64():
   np.testing.assert_allclose(losses, want_losses, rtol=1e-12)
   np.testing.assert_allclose(params[0]["w"], want_w0, rtol=1e-10, atol=1e-12)
   np.testing.assert_allclose(params[1]["w"][:, 0], want_w1, rtol=1e-10, atol=1e-12)
+
+
+class _Recorder:
+  """A trainer stand-in: records when each epoch is dispatched and when its loss is read."""
+
+  def __init__(self, losses):
+    self.losses, self.events = losses, []
+
+  def start_epoch(self, e):
+    self.events.append(f"start {e}")
+    recorder = self
+
+    class Loss:
+      def __float__(self):
+        recorder.events.append(f"read {e}")
+        return recorder.losses[e]
+    return Loss()
+
+
+@pytest.mark.parametrize("overlap,sync_every,want", [
+    (True, 1, ["start 0", "start 1", "read 0", "start 2", "read 1", "read 2"]),
+    (False, 1, ["start 0", "read 0", "start 1", "read 1", "start 2", "read 2"]),
+    (True, 2, ["start 0", "start 1", "start 2", "read 0", "read 1", "read 2"]),
+])
+def test_timed_epochs_dispatches_ahead_only_with_overlap(overlap, sync_every, want):
+  from jaxshallow import runner
+  trainer = _Recorder([3.0, 2.0, 1.0])
+  times, losses = runner.timed_epochs(trainer, 3, sync_every, overlap)
+  assert trainer.events == want and losses == [3.0, 2.0, 1.0] and len(times) == 3
+
+
+def test_timed_epochs_stops_at_a_diverged_group():
+  """The losses end at the first non-finite one; with overlap the next epoch had started."""
+  from jaxshallow import runner
+  trainer = _Recorder([3.0, float("nan"), 1.0, 0.5])
+  _, losses = runner.timed_epochs(trainer, 4, 1, True)
+  assert losses[0] == 3.0 and np.isnan(losses[1]) and len(losses) == 2
+  assert trainer.events == ["start 0", "start 1", "read 0", "start 2", "read 1"]
