@@ -139,6 +139,11 @@ class TorchTrainer:
     torch.cuda.synchronize()
     return time.perf_counter() - t0
 
+  @property
+  def asynchronous(self) -> bool:
+    """Whether ``start_epoch`` returns before the epoch has run: on a GPU, not on the CPU."""
+    return self.dev.type == "cuda"
+
   def run_epoch(self, e: int) -> float:
     return float(self.start_epoch(e))  # float() waits for the GPU.
 

@@ -83,6 +83,11 @@ class JaxTrainer(TrainerState):
   def _host_batch(self, idx):
     return jax.device_put((self.ds.train_images[idx], self.ds.train_labels[idx]))
 
+  @property
+  def asynchronous(self) -> bool:
+    """Whether ``start_epoch`` returns before the epoch has run (not with per-step sync)."""
+    return self.cfg.sync != "step"
+
   def run_epoch(self, e: int) -> float:
     """One epoch; returns its mean training loss once it is on the host."""
     return float(self.start_epoch(e))

@@ -111,9 +111,15 @@ def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True
   to its own (the first from the start), and their sum is the wall time of the whole run.
   Without it the host waits, then dispatches. Each epoch of a group gets the group's mean time.
   Stops after the first group with a NaN or infinite loss (diverged); with ``overlap`` the
-  trainer has then run one group more, whose losses are not reported.
+  trainer has then run one group more, whose losses are not reported. A trainer whose
+  ``start_epoch`` runs the epoch before it returns (``asynchronous`` False: NumPy, per-step
+  sync) is never overlapped, or each epoch would be timed with the next one's work.
   """
-  groups = [range(first, min(first + sync_every, epochs)) for first in range(0, epochs, sync_every)]
+  overlap = overlap and getattr(trainer, "asynchronous", True)
+  groups = [range(first, min(first + sync_every, epochs))
+            for first in range(0, epochs, sync_every)]
+  if not groups:
+    return [], []
   start = lambda group: [trainer.start_epoch(e) for e in group]
   times, losses = [], []
   t0 = time.perf_counter()

@@ -64,6 +64,8 @@ class TrainerState:
 class NumpyTrainer(TrainerState):
   """The NumPy CPU reference, in ``cfg.numpy_dtype``."""
 
+  asynchronous = False  # start_epoch returns once the epoch has run.
+
   def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
     self.cfg, self.ds = cfg, ds
     self.loss = models.BY_NAME[cfg.model].loss

@@ -268,8 +268,8 @@ def test_cluster_regression_reference_matches_xla_in_float64():
 class _Recorder:
   """A trainer stand-in: records when each epoch is dispatched and when its loss is read."""
 
-  def __init__(self, losses):
-    self.losses, self.events = losses, []
+  def __init__(self, losses, asynchronous=True):
+    self.losses, self.events, self.asynchronous = losses, [], asynchronous
 
   def start_epoch(self, e):
     self.events.append(f"start {e}")
@@ -301,3 +301,12 @@ def test_timed_epochs_stops_at_a_diverged_group():
   _, losses = runner.timed_epochs(trainer, 4, 1, True)
   assert losses[0] == 3.0 and np.isnan(losses[1]) and len(losses) == 2
   assert trainer.events == ["start 0", "start 1", "read 0", "start 2", "read 1"]
+
+
+def test_timed_epochs_never_overlaps_a_synchronous_trainer():
+  """A trainer that runs the epoch inside start_epoch (NumPy) would otherwise have each epoch
+  timed with the next one's work."""
+  from jaxshallow import runner
+  trainer = _Recorder([3.0, 2.0], asynchronous=False)
+  runner.timed_epochs(trainer, 2, 1, True)
+  assert trainer.events == ["start 0", "read 0", "start 1", "read 1"]
