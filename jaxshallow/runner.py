@@ -115,7 +115,7 @@ def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True
   ``start_epoch`` runs the epoch before it returns (``asynchronous`` False: NumPy, per-step
   sync) is never overlapped, or each epoch would be timed with the next one's work.
   """
-  overlap = overlap and getattr(trainer, "asynchronous", True)
+  overlap = overlap and trainer.asynchronous
   groups = [range(first, min(first + sync_every, epochs))
             for first in range(0, epochs, sync_every)]
   if not groups:

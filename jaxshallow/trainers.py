@@ -2,8 +2,9 @@
 
 ``make_trainer`` picks the trainer of ``cfg.impl``: ``JaxTrainer`` (xla and pallas,
 ``jax_trainer.py``) or ``NumpyTrainer`` (the CPU reference, here). Both give the same interface
-(``compile``, ``run_epoch``, ``evaluate``, ``get_state``/``set_state``), which is what the runner,
-the benchmark and the lockstep parity check use.
+(``compile``, ``run_epoch``, ``start_epoch`` with ``asynchronous``, ``evaluate``,
+``get_state``/``set_state``), which is what the runner, the benchmark and the lockstep parity
+check use.
 """
 
 from __future__ import annotations
