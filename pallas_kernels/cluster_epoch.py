@@ -10,23 +10,28 @@ rows of W0^T and entries of w1, kept in registers for the whole launch) and the 
              (relu(z) times w1, summed over the CTA's units) into its shared memory
   exchange 1 a barrier of the CTAs that share b; each reads their partials (distributed shared
              memory) and adds them in u order, so all hold the same bits of the outputs
-  backward   m = h x with h = [z > 0] dL/dout, a (64, 32) wgmma product over the CTA's rows
+  backward   m = h x with h = [z > 0] dL/dout, a (64, 32) wgmma product over the CTA's rows,
+             taken as live (dL/dout x): the 0/1 mask live = [z > 0] times the rows of x
+             scaled by dL/dout
   exchange 2 a barrier of the pair (u, 0), (u, 1); each adds its own and its peer's m (a + b
              == b + a in IEEE arithmetic: both get the same bits) and updates with
              dW0^T = w1 m (row by row) and dw1 = the row sums of W0^T m
 
 Why m: dW0^T = (w1 h) x, and dw1 = relu(z) dL/dout = sum over rows of h (W0^T x^T), which is
 the row sums of W0^T m. So the step's element-wise work on (64, 128) arrays is z's partial
-outputs and h, and one (64, 32) array is exchanged instead of two gradients.
+outputs and the mask [z > 0], and one (64, 32) array is exchanged instead of two gradients.
 
 The two exchanges alternate between two buffers by step parity, so one barrier each suffices:
 a CTA writes a buffer again only two steps later, after a barrier its readers passed once done.
 
-Products run as 3xTF32 (``hopper_dense.split_tf32``: a = hi + lo, a b ~ hi hi + hi lo + lo hi),
-which keeps float32's accuracy. TF32 wgmma takes both operands K-major, so the batch comes
-twice, as x for the forward and as x^T for dW0, both split into hi and lo by XLA before the
-launch and brought in by TMA a step ahead. The CTAs of u = 0 write each step's outputs; the
-losses are their squared errors' means, taken by XLA after the launch.
+Products keep float32's accuracy. The forward runs as 3xTF32 (``hopper_dense.split_tf32``:
+a = hi + lo, a b ~ hi hi + hi lo + lo hi); TF32 wgmma takes both operands K-major, so x comes
+split into hi and lo by XLA before the launch. The backward runs in bfloat16, exactly: the
+mask is 0 or 1, the scaled rows are split into three bfloat16 parts (8 + 8 + 8 bits of
+float32's 24), and bfloat16 wgmma takes the mask from registers and the rows as they lie in
+shared memory (row-major), so neither x^T nor h is ever stored. The batch comes by TMA a step
+ahead. The CTAs of u = 0 write each step's outputs; the losses are their squared errors'
+means, taken by XLA after the launch.
 
 Why this layout: docs/PERFORMANCE.md ("The regression net in one cluster"). Mosaic GPU has no
 interpreter for clusters, so the CPU tests lower the kernel without running it and check
@@ -54,7 +59,10 @@ MAX_CTAS = 16  # The largest cluster Hopper launches (non-portable above 8).
 # Mosaic GPU's cross-warp reductions use this much shared memory (its default is 2 KB);
 # more lets more of a reduction's rounds share one pair of barriers.
 REDUCTION_SCRATCH = 8192
-PHASES = ("split_w", "wait_x", "forward", "partials", "exchange_1", "wait_xt", "backward",
+# wgmma takes a bfloat16 operand from registers (64, swizzle / 2) at a time: 32 batch rows
+# at the 64-byte swizzle of a 32-wide bfloat16 row.
+K_CHUNK = 32
+PHASES = ("split_w", "wait_x", "forward", "partials", "exchange_1", "wait_xy", "backward",
           "exchange_2", "update")  # Named scopes, for Mosaic GPU's profiler.
 
 
@@ -85,35 +93,36 @@ def _load(ref, layout):
   return plgpu.load(ref, layout=layout, optimized=False)
 
 
-def _kernel(w0t_in, w1_in, xh_in, xl_in, xth_in, xtl_in, y_in,  # inputs (global memory)
+def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
             w0t_out, w1_out, out_out,  # outputs
-            xh, xl, xth, xtl, wh, wl, hh, hl, y, w1_buf, part0, part1, m0, m1, outs, dout, tma,
+            xh, xl, xf, gx0, gx1, gx2, wh, wl, y, w1_buf, part0, part1, m0, m1, outs, dout, tma,
             group_barrier, pair_barrier, *, steps: int, lr: float, groups: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_unit = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a unit (a row of z^T)
   by_row = plgpu.Layout.WGMMA.reduce(0)  # (128,): one value a batch row (a column of z^T)
+  by_row_of_x = plgpu.Layout.WGMMA.reduce(1)  # (128,): one value a row of x (128, 32)
   u, b = lax.axis_index("unit"), lax.axis_index("half")
   units = pl.ds(u * UNITS, UNITS)
   # Whole buffers by parity: jax 0.11.2 cannot lower a peer's view of one row of a buffer.
   part, m_buf = (part0, part1), (m0, m1)
+  gx_parts = (gx0, gx1, gx2)
 
   def fetch_x(s):  # The forward's operands of step s.
     plgpu.copy_gmem_to_smem(xh_in.at[s, b], xh, tma.at[0])
     plgpu.copy_gmem_to_smem(xl_in.at[s, b], xl, tma.at[1])
 
-  def fetch_xt(s):  # The backward's.
-    plgpu.copy_gmem_to_smem(xth_in.at[s, b], xth, tma.at[2])
-    plgpu.copy_gmem_to_smem(xtl_in.at[s, b], xtl, tma.at[3])
-    plgpu.copy_gmem_to_smem(y_in.at[s, b], y, tma.at[4])
+  def fetch_xy(s):  # The backward's.
+    plgpu.copy_gmem_to_smem(xf_in.at[s, b], xf, tma.at[2])
+    plgpu.copy_gmem_to_smem(y_in.at[s, b], y, tma.at[3])
 
-  plgpu.copy_gmem_to_smem(w0t_in.at[units], wh, tma.at[5])
-  plgpu.copy_gmem_to_smem(w1_in.at[units], w1_buf, tma.at[6])
+  plgpu.copy_gmem_to_smem(w0t_in.at[units], wh, tma.at[4])
+  plgpu.copy_gmem_to_smem(w1_in.at[units], w1_buf, tma.at[5])
+  plgpu.barrier_wait(tma.at[4])
   plgpu.barrier_wait(tma.at[5])
-  plgpu.barrier_wait(tma.at[6])
   w0t, w1 = wh[...], _load(w1_buf, by_unit)
   fetch_x(0)
-  fetch_xt(0)
+  fetch_xy(0)
 
   def step(s, parity, carry):
     w0t, w1 = carry
@@ -140,13 +149,14 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xth_in, xtl_in, y_in,  # inputs (global
     with jax.named_scope("partials"):
       w1_cols = lax.broadcast_in_dim(w1, (UNITS, ROWS), [0])
       part[parity][...] = jnp.sum(jnp.maximum(z, 0.0) * w1_cols, axis=0)
+      live = jnp.where(z > 0.0, 1.0, 0.0).astype(jnp.bfloat16)
     with jax.named_scope("exchange_1"):
       plgpu.barrier_arrive(group_barrier.at[parity])
       plgpu.barrier_wait(group_barrier.at[parity])
       out = plgpu.cluster_ref(part[parity], {"unit": 0})[...]
       for peer in range(1, groups):  # A fixed order: every CTA gets the same bits.
         out = out + plgpu.cluster_ref(part[parity], {"unit": peer})[...]
-      plgpu.barrier_wait(tma.at[4])
+      plgpu.barrier_wait(tma.at[3])
       dout[...] = (out - y[...]) * (2.0 / BATCH)
 
       @pl.when(u == 0)
@@ -155,19 +165,20 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xth_in, xtl_in, y_in,  # inputs (global
         outs.at[parity][...] = out
         plgpu.commit_smem()
         plgpu.copy_smem_to_gmem(outs.at[parity], out_out.at[s, b])
-      g_out = _load(dout, by_row)
-    with jax.named_scope("wait_xt"):
+      g_out = _load(dout, by_row_of_x)
+    with jax.named_scope("wait_xy"):
       plgpu.barrier_wait(tma.at[2])
-      plgpu.barrier_wait(tma.at[3])
 
-    def backward(acc):  # m = h x with h = [z > 0] dL/dout: dW0^T = w1 m, dw1 = sum(W0^T m)
-      live = z > 0.0
-      for half, ref in zip(split_tf32(g_out), (hh, hl)):  # Split once a row, not per unit.
-        ref[...] = jnp.where(live, lax.broadcast_in_dim(half, (UNITS, ROWS), [1]), 0.0)
+    def backward(acc):  # m = live (dL/dout x): dW0^T = w1 m, dw1 = sum(W0^T m)
+      gx = _load(xf, plgpu.Layout.WGMMA) * lax.broadcast_in_dim(g_out, (ROWS, INPUTS), [0])
+      for ref in gx_parts:  # gx = the sum of three bfloat16 parts, each the rest's rounding
+        bits = gx.astype(jnp.bfloat16)
+        ref[...] = bits
+        gx = gx - bits.astype(f32)
       plgpu.commit_smem()
-      plgpu.wgmma(acc, hh, xth.transpose((1, 0)))
-      plgpu.wgmma(acc, hh, xtl.transpose((1, 0)))
-      plgpu.wgmma(acc, hl, xth.transpose((1, 0)))
+      for ref in gx_parts:
+        for k in range(0, ROWS, K_CHUNK):
+          plgpu.wgmma(acc, live[:, k:k + K_CHUNK], ref.at[pl.ds(k, K_CHUNK)])
       plgpu.wgmma_wait(0)
       return acc[...]
     with jax.named_scope("backward"):
@@ -175,7 +186,7 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xth_in, xtl_in, y_in,  # inputs (global
 
     @pl.when(s + 1 < steps)
     def _():
-      fetch_xt(s + 1)
+      fetch_xy(s + 1)
 
     with jax.named_scope("exchange_2"):
       m_buf[parity][...] = m
@@ -215,6 +226,7 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   tiled = (plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(128))
+  tiled16 = (plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(64))
   smem = functools.partial(plgpu.SMEM, dtype=f32)
   params = dict(reduction_scratch_bytes=REDUCTION_SCRATCH)
   if profile_dir:
@@ -228,15 +240,15 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
       compiler_params=plgpu.CompilerParams(**params),
       scratch_types=[
           smem((ROWS, INPUTS), transforms=tiled), smem((ROWS, INPUTS), transforms=tiled),  # x
-          smem((INPUTS, ROWS), transforms=tiled), smem((INPUTS, ROWS), transforms=tiled),  # x^T
+          smem((ROWS, INPUTS), transforms=tiled),  # x
+          *[plgpu.SMEM((ROWS, INPUTS), jnp.bfloat16, transforms=tiled16) for _ in range(3)],  # gx
           smem((UNITS, INPUTS), transforms=tiled), smem((UNITS, INPUTS), transforms=tiled),  # W0^T
-          smem((UNITS, ROWS), transforms=tiled), smem((UNITS, ROWS), transforms=tiled),  # h^T
           smem((ROWS,)), smem((UNITS,)),  # y, w1
           smem((ROWS,)), smem((ROWS,)),  # partial outputs, by parity
           smem((UNITS, INPUTS), transforms=tiled),
           smem((UNITS, INPUTS), transforms=tiled),  # m, by parity
           smem((2, ROWS)), smem((ROWS,)),  # outputs for the copy out; dL/dout
-          plgpu.Barrier(num_barriers=7),
+          plgpu.Barrier(num_barriers=6),
           plgpu.ClusterBarrier(collective_axes=("unit",), num_barriers=2),
           plgpu.ClusterBarrier(collective_axes=("half",), num_barriers=2),
       ])
@@ -250,9 +262,8 @@ def train(w0, w1, xs, ys, lr: float, profile_dir: str | None = None):
   steps, hidden = xs.shape[0], w0.shape[1]
   xh, xl = split_tf32(xs)
   halves = lambda a: a.reshape(steps, 2, ROWS, INPUTS)
-  halves_t = lambda a: jnp.swapaxes(a.reshape(steps, 2, ROWS, INPUTS), 2, 3)
   call = _call(hidden, steps, float(lr), profile_dir)
-  w0t, w1, outs = call(w0.T, w1, halves(xh), halves(xl), halves_t(xh), halves_t(xl),
+  w0t, w1, outs = call(w0.T, w1, halves(xh), halves(xl), halves(xs),
                        ys.reshape(steps, 2, ROWS))
   return w0t.T, w1, jnp.mean(jnp.square(outs.reshape(steps, BATCH) - ys), axis=1)
 
