@@ -100,7 +100,6 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_unit = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a unit (a row of z^T)
-  by_row = plgpu.Layout.WGMMA.reduce(0)  # (128,): one value a batch row (a column of z^T)
   by_row_of_x = plgpu.Layout.WGMMA.reduce(1)  # (128,): one value a row of x (128, 32)
   u, b = lax.axis_index("unit"), lax.axis_index("half")
   units = pl.ds(u * UNITS, UNITS)
