@@ -6,8 +6,9 @@ of (H / 64) x 2 CTAs, one warpgroup each. CTA (u, b) owns hidden units 64u .. 64
 rows of W0^T and entries of w1, kept in registers for the whole launch) and the batch's rows
 128b .. 128b + 127. A step, in each CTA:
 
-  forward    z^T = W0^T[units] x^T[rows], a (64, 128) wgmma product; the partial outputs
-             (relu(z) times w1, summed over the CTA's units) into its shared memory
+  forward    z = x[rows] W0[:, units] and z^T, (128, 64) and (64, 128) wgmma products from
+             the same operands; the partial outputs (relu(z) times w1, summed over the CTA's
+             units: along z's rows, within each warp) into its shared memory
   exchange 1 a barrier of the CTAs that share b; each reads their partials (distributed shared
              memory) and adds them in u order, so all hold the same bits of the outputs
   backward   m = h x with h = [z > 0] dL/dout, a (64, 32) wgmma product over the CTA's rows,
@@ -18,8 +19,11 @@ rows of W0^T and entries of w1, kept in registers for the whole launch) and the 
              dW0^T = w1 m (row by row) and dw1 = the row sums of W0^T m
 
 Why m: dW0^T = (w1 h) x, and dw1 = relu(z) dL/dout = sum over rows of h (W0^T x^T), which is
-the row sums of W0^T m. So the step's element-wise work on (64, 128) arrays is z's partial
-outputs and the mask [z > 0], and one (64, 32) array is exchanged instead of two gradients.
+the row sums of W0^T m. So the step's element-wise work on (128, 64) arrays is z's partial
+outputs and the mask [z > 0] (from z^T, the orientation the backward's product takes), and one
+(64, 32) array is exchanged instead of two gradients. Why z twice: a sum over z^T's units
+crosses the warpgroup's four warps through shared memory, a sum over z's stays in each warp;
+the second product costs less than that crossing.
 
 The two exchanges alternate between two buffers by step parity, so one barrier each suffices:
 a CTA writes a buffer again only two steps later, after a barrier its readers passed once done.
@@ -56,9 +60,6 @@ INPUTS = 32  # One 128-byte swizzled row of float32: the only input width the ti
 UNITS = 64  # Hidden units a CTA: wgmma's M.
 ROWS = BATCH // 2  # Batch rows a CTA.
 MAX_CTAS = 16  # The largest cluster Hopper launches (non-portable above 8).
-# Mosaic GPU's cross-warp reductions use this much shared memory (its default is 2 KB);
-# more lets more of a reduction's rounds share one pair of barriers.
-REDUCTION_SCRATCH = 8192
 # wgmma takes a bfloat16 operand from registers (64, swizzle / 2) at a time: 32 batch rows
 # at the 64-byte swizzle of a 32-wide bfloat16 row.
 K_CHUNK = 32
@@ -100,6 +101,7 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_unit = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a unit (a row of z^T)
+  by_col = plgpu.Layout.WGMMA.reduce(0)  # (64,): one value a unit (a column of z)
   by_row_of_x = plgpu.Layout.WGMMA.reduce(1)  # (128,): one value a row of x (128, 32)
   u, b = lax.axis_index("unit"), lax.axis_index("half")
   units = pl.ds(u * UNITS, UNITS)
@@ -127,28 +129,29 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
     w0t, w1 = carry
     with jax.named_scope("split_w"):
       wh[...], wl[...] = split_tf32(w0t)
+      w1_buf[...] = w1  # For the partial outputs, in z's column layout.
       plgpu.commit_smem()  # Visible to the tensor cores.
     with jax.named_scope("wait_x"):
       plgpu.barrier_wait(tma.at[0])
       plgpu.barrier_wait(tma.at[1])
 
-    def forward(acc):
-      plgpu.wgmma(acc, wh, xh.transpose((1, 0)))
-      plgpu.wgmma(acc, wh, xl.transpose((1, 0)))
-      plgpu.wgmma(acc, wl, xh.transpose((1, 0)))
+    def forward(acc_t, acc):  # 3xTF32: hi hi + hi lo + lo hi
+      for w_, x_ in ((wh, xh), (wh, xl), (wl, xh)):
+        plgpu.wgmma(acc_t, w_, x_.transpose((1, 0)))
+        plgpu.wgmma(acc, x_, w_.transpose((1, 0)))
       plgpu.wgmma_wait(0)
-      return acc[...]
+      return acc_t[...], acc[...]
     with jax.named_scope("forward"):
-      z = pl.run_scoped(forward, plgpu.ACC((UNITS, ROWS), f32))  # z^T
+      z_t, z = pl.run_scoped(forward, plgpu.ACC((UNITS, ROWS), f32), plgpu.ACC((ROWS, UNITS), f32))
 
     @pl.when(s + 1 < steps)
     def _():
       fetch_x(s + 1)
 
     with jax.named_scope("partials"):
-      w1_cols = lax.broadcast_in_dim(w1, (UNITS, ROWS), [0])
-      part[parity][...] = jnp.sum(jnp.maximum(z, 0.0) * w1_cols, axis=0)
-      live = jnp.where(z > 0.0, 1.0, 0.0).astype(jnp.bfloat16)
+      w1_rows = lax.broadcast_in_dim(_load(w1_buf, by_col), (ROWS, UNITS), [1])
+      part[parity][...] = jnp.sum(jnp.maximum(z, 0.0) * w1_rows, axis=1)
+      live = jnp.where(z_t > 0.0, 1.0, 0.0).astype(jnp.bfloat16)
     with jax.named_scope("exchange_1"):
       plgpu.barrier_arrive(group_barrier.at[parity])
       plgpu.barrier_wait(group_barrier.at[parity])
@@ -227,7 +230,7 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   tiled = (plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(128))
   tiled16 = (plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(64))
   smem = functools.partial(plgpu.SMEM, dtype=f32)
-  params = dict(reduction_scratch_bytes=REDUCTION_SCRATCH)
+  params = {}
   if profile_dir:
     params.update(profile_space=len(PHASES) * 3 * steps, profile_dir=profile_dir)
   groups = hidden // UNITS
@@ -238,7 +241,7 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
       grid=(1,), grid_names=("grid",), cluster=(groups, 2), cluster_names=("unit", "half"),
       compiler_params=plgpu.CompilerParams(**params),
       scratch_types=[
-          smem((ROWS, INPUTS), transforms=tiled), smem((ROWS, INPUTS), transforms=tiled),  # x
+          smem((ROWS, INPUTS), transforms=tiled), smem((ROWS, INPUTS), transforms=tiled),  # x hi, lo
           smem((ROWS, INPUTS), transforms=tiled),  # x
           *[plgpu.SMEM((ROWS, INPUTS), jnp.bfloat16, transforms=tiled16) for _ in range(3)],  # gx
           smem((UNITS, INPUTS), transforms=tiled), smem((UNITS, INPUTS), transforms=tiled),  # W0^T
