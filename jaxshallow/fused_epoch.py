@@ -97,7 +97,7 @@ def epoch_metrics(losses, correct, batch_size: int, xent: bool = True) -> dict:
 def use_cluster(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
                 precision: str, dtype) -> bool:
   """Whether the epoch runs ``cluster_epoch``: on a Hopper GPU, for the networks it takes, in
-  float32 (it computes as 3xTF32; the other precisions keep ``mlp_epoch``)."""
+  float32 (its products keep float32's accuracy; the other precisions keep ``mlp_epoch``)."""
   from pallas_kernels import cluster_epoch, hopper_dense
   return (head == "mse" and precision == "float32" and hopper_dense.on_hopper()
           and cluster_epoch.problem(widths, batch_size, bias=bias, optimizer=optimizer,
