@@ -23,7 +23,9 @@ the row sums of W0^T m. So the step's element-wise work on (128, 64) arrays is z
 outputs and the mask [z > 0] (from z^T, the orientation the backward's product takes), and one
 (64, 32) array is exchanged instead of two gradients. Why z twice: a sum over z^T's units
 crosses the warpgroup's four warps through shared memory, a sum over z's stays in each warp;
-the second product costs less than that crossing.
+the second product costs less than that crossing. The two products may differ in the last bit,
+so where z is within rounding of 0 the mask and relu(z) may disagree, as two float32
+implementations of the step would; both are the same every run.
 
 The two exchanges alternate between two buffers by step parity, so one barrier each suffices:
 a CTA writes a buffer again only two steps later, after a barrier its readers passed once done.
