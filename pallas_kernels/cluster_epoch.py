@@ -37,7 +37,7 @@ mask is 0 or 1, the scaled rows are split into three bfloat16 parts (8 + 8 + 8 b
 float32's 24), and bfloat16 wgmma takes the mask from registers and the rows as they lie in
 shared memory (row-major), so neither x^T nor h is ever stored. The batch comes by TMA a step
 ahead. The CTAs of u = 0 write each step's outputs; the losses are their squared errors'
-means, taken by XLA after the launch.
+means, added up after the launch in a fixed order (``common.fixed_order_mean``).
 
 Why this layout: docs/PERFORMANCE.md ("The regression net in one cluster"). Mosaic GPU has no
 interpreter for clusters, so the CPU tests lower the kernel without running it and check
@@ -55,6 +55,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
+from pallas_kernels import common
 from pallas_kernels.hopper_dense import split_tf32
 
 BATCH = 256
@@ -269,7 +270,8 @@ def train(w0, w1, xs, ys, lr: float, profile_dir: str | None = None):
   call = _call(hidden, steps, float(lr), profile_dir)
   w0t, w1, outs = call(w0.T, w1, halves(xh), halves(xl), halves(xs),
                        ys.reshape(steps, 2, ROWS))
-  return w0t.T, w1, jnp.mean(jnp.square(outs.reshape(steps, BATCH) - ys), axis=1)
+  sq = jnp.square(outs.reshape(steps, BATCH) - ys)
+  return w0t.T, w1, jax.vmap(common.fixed_order_mean)(sq)  # The same bits in every process.
 
 
 def reference(w0, w1, xs, ys, lr: float):

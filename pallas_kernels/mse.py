@@ -1,6 +1,7 @@
 """Mean squared error with its gradient written by a Pallas kernel.
 
-Forward: one kernel writes the per-example squared errors (their mean is a tiny XLA reduction).
+Forward: one kernel writes the per-example squared errors (their mean is added up in a fixed
+order, ``common.fixed_order_mean``).
 Backward: one kernel writes ``2 * (pred - target) * g / B`` directly.
 """
 
@@ -51,8 +52,9 @@ def _call(kernel, pred, *args, block_m, interpret, name):
 def mse(pred, target, blocks=None, interpret=False):
   """``mean((pred - target)**2)`` for 1-D ``pred`` and ``target``."""
   bl = common.blocks(DEFAULT_BLOCKS, blocks)
-  return jnp.mean(_call(sq_err_kernel, pred, target.astype(pred.dtype), interpret=interpret,
-                        name="sq_err", **bl))
+  # Summed in a fixed order: XLA's own reduction may round differently from process to process.
+  return common.fixed_order_mean(_call(sq_err_kernel, pred, target.astype(pred.dtype),
+                                       interpret=interpret, name="sq_err", **bl))
 
 
 def _mse_vjp_fwd(pred, target, blocks, interpret):
