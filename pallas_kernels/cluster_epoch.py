@@ -6,26 +6,24 @@ of (H / 64) x 2 CTAs, one warpgroup each. CTA (u, b) owns hidden units 64u .. 64
 rows of W0^T and entries of w1, kept in registers for the whole launch) and the batch's rows
 128b .. 128b + 127. A step, in each CTA:
 
-  forward    z = x[rows] W0[:, units] and z^T, (128, 64) and (64, 128) wgmma products from
-             the same operands; the partial outputs (relu(z) times w1, summed over the CTA's
-             units: along z's rows, within each warp) into its shared memory
+  forward    z = x[rows] W0[:, units], a (128, 64) wgmma product; the partial outputs
+             (relu(z) times w1, summed over the CTA's units: along z's rows, within each
+             warp) and the mask [z > 0] into its shared memory
   exchange 1 a barrier of the CTAs that share b; each reads their partials (distributed shared
              memory) and adds them in u order, so all hold the same bits of the outputs
-  backward   m = h x with h = [z > 0] dL/dout, a (64, 32) wgmma product over the CTA's rows,
-             taken as live (dL/dout x): the 0/1 mask live = [z > 0] times the rows of x
-             scaled by dL/dout
+  backward   m = h^T x with h = [z > 0] dL/dout, a (64, 32) wgmma product over the CTA's
+             rows, taken as live^T (dL/dout x): the 0/1 mask live = [z > 0], read
+             transposed, times the rows of x scaled by dL/dout
   exchange 2 a barrier of the pair (u, 0), (u, 1); each adds its own and its peer's m (a + b
              == b + a in IEEE arithmetic: both get the same bits) and updates with
              dW0^T = w1 m (row by row) and dw1 = the row sums of W0^T m
 
-Why m: dW0^T = (w1 h) x, and dw1 = relu(z) dL/dout = sum over rows of h (W0^T x^T), which is
-the row sums of W0^T m. So the step's element-wise work on (128, 64) arrays is z's partial
-outputs and the mask [z > 0] (from z^T, the orientation the backward's product takes), and one
-(64, 32) array is exchanged instead of two gradients. Why z twice: a sum over z^T's units
-crosses the warpgroup's four warps through shared memory, a sum over z's stays in each warp;
-the second product costs less than that crossing. The two products may differ in the last bit,
-so where z is within rounding of 0 the mask and relu(z) may disagree, as two float32
-implementations of the step would; both are the same every run.
+Why m: dW0^T = (w1 h^T) x, and dw1 = relu(z)^T dL/dout = sum over rows of h^T (W0^T x^T),
+which is the row sums of W0^T m. So the step's element-wise work on (128, 64) arrays is z's
+partial outputs and the mask, and one (64, 32) array is exchanged instead of two gradients.
+Why z and not z^T: a sum over the units of z^T (units by rows) crosses the warpgroup's four
+warps through shared memory, a sum over z's stays in each warp; and the backward's product
+reads the mask transposed from shared memory, which bfloat16 wgmma can (TF32 cannot).
 
 The two exchanges alternate between two buffers by step parity, so one barrier each suffices:
 a CTA writes a buffer again only two steps later, after a barrier its readers passed once done.
@@ -34,9 +32,9 @@ Products keep float32's accuracy. The forward runs as 3xTF32 (``hopper_dense.spl
 a = hi + lo, a b ~ hi hi + hi lo + lo hi); TF32 wgmma takes both operands K-major, so x comes
 split into hi and lo by XLA before the launch. The backward runs in bfloat16, exactly: the
 mask is 0 or 1, the scaled rows are split into three bfloat16 parts (8 + 8 + 8 bits of
-float32's 24), and bfloat16 wgmma takes the mask from registers and the rows as they lie in
-shared memory (row-major), so neither x^T nor h is ever stored. The batch comes by TMA a step
-ahead. The CTAs of u = 0 write each step's outputs; the losses are their squared errors'
+float32's 24), and bfloat16 wgmma takes both in the layout they are stored in (the mask
+transposed, the rows row-major), so neither x^T nor h is ever formed. The batch comes by TMA a
+step ahead. The CTAs of u = 0 write each step's outputs; the losses are their squared errors'
 means, added up after the launch in a fixed order (``common.fixed_order_mean``).
 
 Why this layout: docs/PERFORMANCE.md ("The regression net in one cluster"). Mosaic GPU has no
@@ -63,9 +61,6 @@ INPUTS = 32  # One 128-byte swizzled row of float32: the only input width the ti
 UNITS = 64  # Hidden units a CTA: wgmma's M.
 ROWS = BATCH // 2  # Batch rows a CTA.
 MAX_CTAS = 16  # The largest cluster Hopper launches (non-portable above 8).
-# wgmma takes a bfloat16 operand from registers (64, swizzle / 2) at a time: 32 batch rows
-# at the 64-byte swizzle of a 32-wide bfloat16 row.
-K_CHUNK = 32
 PHASES = ("split_w", "wait_x", "forward", "partials", "exchange_1", "wait_xy", "backward",
           "exchange_2", "update")  # Named scopes, for Mosaic GPU's profiler.
 
@@ -99,11 +94,11 @@ def _load(ref, layout):
 
 def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
             w0t_out, w1_out, out_out,  # outputs
-            xh, xl, xf, gx0, gx1, gx2, wh, wl, y, w1_buf, part0, part1, m0, m1, outs, dout, tma,
+            xh, xl, xf, gx0, gx1, gx2, live, wh, wl, y, w1_buf, part0, part1, m0, m1, outs, dout, tma,
             group_barrier, pair_barrier, *, steps: int, lr: float, groups: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
-  by_unit = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a unit (a row of z^T)
+  by_unit = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a unit (a row of W0^T and m)
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (64,): one value a unit (a column of z)
   by_row_of_x = plgpu.Layout.WGMMA.reduce(1)  # (128,): one value a row of x (128, 32)
   u, b = lax.axis_index("unit"), lax.axis_index("half")
@@ -138,14 +133,13 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
       plgpu.barrier_wait(tma.at[0])
       plgpu.barrier_wait(tma.at[1])
 
-    def forward(acc_t, acc):  # 3xTF32: hi hi + hi lo + lo hi
+    def forward(acc):  # 3xTF32: hi hi + hi lo + lo hi
       for w_, x_ in ((wh, xh), (wh, xl), (wl, xh)):
-        plgpu.wgmma(acc_t, w_, x_.transpose((1, 0)))
         plgpu.wgmma(acc, x_, w_.transpose((1, 0)))
       plgpu.wgmma_wait(0)
-      return acc_t[...], acc[...]
+      return acc[...]
     with jax.named_scope("forward"):
-      z_t, z = pl.run_scoped(forward, plgpu.ACC((UNITS, ROWS), f32), plgpu.ACC((ROWS, UNITS), f32))
+      z = pl.run_scoped(forward, plgpu.ACC((ROWS, UNITS), f32))
 
     @pl.when(s + 1 < steps)
     def _():
@@ -154,7 +148,7 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
     with jax.named_scope("partials"):
       w1_rows = lax.broadcast_in_dim(_load(w1_buf, by_col), (ROWS, UNITS), [1])
       part[parity][...] = jnp.sum(jnp.maximum(z, 0.0) * w1_rows, axis=1)
-      live = jnp.where(z_t > 0.0, 1.0, 0.0).astype(jnp.bfloat16)
+      live[...] = jnp.where(z > 0.0, 1.0, 0.0).astype(jnp.bfloat16)
     with jax.named_scope("exchange_1"):
       plgpu.barrier_arrive(group_barrier.at[parity])
       plgpu.barrier_wait(group_barrier.at[parity])
@@ -174,7 +168,7 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
     with jax.named_scope("wait_xy"):
       plgpu.barrier_wait(tma.at[2])
 
-    def backward(acc):  # m = live (dL/dout x): dW0^T = w1 m, dw1 = sum(W0^T m)
+    def backward(acc):  # m = live^T (dL/dout x): dW0^T = w1 m, dw1 = sum(W0^T m)
       gx = _load(xf, plgpu.Layout.WGMMA) * lax.broadcast_in_dim(g_out, (ROWS, INPUTS), [0])
       for ref in gx_parts:  # gx = the sum of three bfloat16 parts, each the rest's rounding
         bits = gx.astype(jnp.bfloat16)
@@ -182,8 +176,7 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
         gx = gx - bits.astype(f32)
       plgpu.commit_smem()
       for ref in gx_parts:
-        for k in range(0, ROWS, K_CHUNK):
-          plgpu.wgmma(acc, live[:, k:k + K_CHUNK], ref.at[pl.ds(k, K_CHUNK)])
+        plgpu.wgmma(acc, live.transpose((1, 0)), ref)
       plgpu.wgmma_wait(0)
       return acc[...]
     with jax.named_scope("backward"):
@@ -247,6 +240,7 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
           smem((ROWS, INPUTS), transforms=tiled), smem((ROWS, INPUTS), transforms=tiled),  # x hi, lo
           smem((ROWS, INPUTS), transforms=tiled),  # x
           *[plgpu.SMEM((ROWS, INPUTS), jnp.bfloat16, transforms=tiled16) for _ in range(3)],  # gx
+          plgpu.SMEM((ROWS, UNITS), jnp.bfloat16, transforms=tiled16),  # the mask [z > 0]
           smem((UNITS, INPUTS), transforms=tiled), smem((UNITS, INPUTS), transforms=tiled),  # W0^T
           smem((ROWS,)), smem((UNITS,)),  # y, w1
           smem((ROWS,)), smem((ROWS,)),  # partial outputs, by parity
