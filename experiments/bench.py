@@ -5,9 +5,9 @@
 
 Each configuration is compiled ahead of time (reported as compile time), warmed up for an epoch,
 reset to the same initial weights, then trained ``repeats`` times; the table shows the median
-run, timed on the host from each epoch's loss on the host to the next's, with the next epoch
-dispatched before the host waits (``--overlap``, the default; the technique rows "host waits
-for each epoch" do not). Speedups compare samples per second with the NumPy CPU baseline and
+run, timed on the host from each epoch's loss on the host to the next's, with the next two
+epochs dispatched before the host waits (``--overlap``, the default; the technique rows "host
+waits for each epoch" do not). Speedups compare samples per second with the NumPy CPU baseline and
 with the PyTorch CUDA-graph peer of the same workload, batch size and precision. Slow
 configurations run fewer epochs, or fewer examples: the table says how many, and rates (steps/s,
 samples/s) are what compare. The MLP's batch-size rows run at each of ``--batch_precisions``

@@ -38,9 +38,9 @@ _SYNC = flags.DEFINE_string("sync", "epoch", "epoch: fetch the loss once an epoc
                             "every step (needs --dispatch=loop).")
 _SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "With --sync=epoch: bring the losses to "
                                    "the host every N epochs only.")
-_OVERLAP = flags.DEFINE_bool("overlap", True, "Dispatch the next epoch before waiting for this "
-                             "one's loss (the host one epoch behind the device); --nooverlap: "
-                             "wait, then dispatch.")
+_OVERLAP = flags.DEFINE_bool("overlap", True, "Dispatch the next two epochs before waiting for "
+                             "this one's loss (the host two epochs behind the device); "
+                             "--nooverlap: wait, then dispatch.")
 _BLOCKS = flags.DEFINE_string("blocks", None, "Pallas dense block sizes BM,BN,BK, or auto.")
 _FUSION = flags.DEFINE_string("fusion", None, "pallas: epoch (the whole epoch in one kernel; the "
                               "default for the MLP family; in a population, the population "

@@ -2,7 +2,7 @@
 
 Timing: compilation is done ahead of time (``jit(...).lower(...).compile()``) and reported as
 ``compile_time_s``; ``epoch_time_s`` runs from one epoch's loss on the host to the next's (the
-next epoch is dispatched before the host waits: ``Config.overlap``), and ``train_time_s`` is
+next epochs are dispatched before the host waits: ``Config.overlap``), and ``train_time_s`` is
 their sum, from the first dispatch to the last loss.
 
 Divergence: an epoch whose mean training loss is NaN or infinite ends the run. The result says
@@ -12,6 +12,7 @@ result), and the scripts exit non-zero with one line after writing it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -102,32 +103,37 @@ def divergence_message(result: dict) -> str:
           f"try a smaller --lr than {result['lr']:g}")
 
 
+# Groups of epochs the host keeps dispatched beyond the one whose losses it waits for, with
+# ``overlap``. Two, not one: the regression net's epoch (100 steps of ~4 us on the H100) is
+# shorter than the host's dispatch and read-back jitter, and one group ahead left the device
+# idle at times (docs/PERFORMANCE.md, "The host two epochs ahead").
+AHEAD = 2
+
+
 def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True, log=None):
   """Train ``epochs`` epochs, bringing the losses to the host every ``sync_every`` epochs.
 
-  Returns per-epoch wall times and mean losses. With ``overlap`` the next group of epochs is
-  dispatched before the host waits for this group's losses, so the device never idles while
-  the host reads them; a group's time then runs from the previous group's losses on the host
-  to its own (the first from the start), and their sum is the wall time of the whole run.
-  Without it the host waits, then dispatches. Each epoch of a group gets the group's mean time.
-  Stops after the first group with a NaN or infinite loss (diverged); with ``overlap`` the
-  trainer has then run one group more, whose losses are not reported. A trainer whose
-  ``start_epoch`` runs the epoch before it returns (``asynchronous`` False: NumPy, per-step
-  sync) is never overlapped, or each epoch would be timed with the next one's work.
+  Returns per-epoch wall times and mean losses. With ``overlap`` the host keeps ``AHEAD``
+  more groups of epochs dispatched before it waits for a group's losses, so the device never
+  idles while the host reads them; a group's time then runs from the previous group's losses
+  on the host to its own (the first from the start), and their sum is the wall time of the
+  whole run. Without it the host waits, then dispatches. Each epoch of a group gets the
+  group's mean time. Stops after the first group with a NaN or infinite loss (diverged); with
+  ``overlap`` the trainer has then run up to ``AHEAD`` groups more, whose losses are not
+  reported. A trainer whose ``start_epoch`` runs the epoch before it returns (``asynchronous``
+  False: NumPy, per-step sync) is never overlapped, or each epoch would be timed with the next
+  ones' work.
   """
   overlap = overlap and trainer.asynchronous
   groups = [range(first, min(first + sync_every, epochs))
             for first in range(0, epochs, sync_every)]
-  if not groups:
-    return [], []
   start = lambda group: [trainer.start_epoch(e) for e in group]
-  times, losses = [], []
+  times, losses, pending = [], [], collections.deque()
   t0 = time.perf_counter()
-  pending = start(groups[0])
   for i, group in enumerate(groups):
-    last = i + 1 == len(groups)
-    following = start(groups[i + 1]) if overlap and not last else None
-    group_losses = [float(v) for v in pending]  # float() waits for the value.
+    while len(pending) <= (AHEAD if overlap else 0) and i + len(pending) < len(groups):
+      pending.append(start(groups[i + len(pending)]))
+    group_losses = [float(v) for v in pending.popleft()]  # float() waits for the value.
     arrived = time.perf_counter()
     seconds = (arrived - t0) / len(group)
     for e, loss in zip(group, group_losses):
@@ -135,13 +141,9 @@ def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True
       losses.append(loss)
       if log:
         log(e, loss, seconds)
-    if last or not all(math.isfinite(v) for v in group_losses):
+    if not all(math.isfinite(v) for v in group_losses):
       break
-    if overlap:
-      t0, pending = arrived, following
-    else:
-      t0 = time.perf_counter()
-      pending = start(groups[i + 1])
+    t0 = arrived if overlap else time.perf_counter()
   return times, losses
 
 

@@ -283,24 +283,29 @@ class _Recorder:
 
 
 @pytest.mark.parametrize("overlap,sync_every,want", [
-    (True, 1, ["start 0", "start 1", "read 0", "start 2", "read 1", "read 2"]),
-    (False, 1, ["start 0", "read 0", "start 1", "read 1", "start 2", "read 2"]),
-    (True, 2, ["start 0", "start 1", "start 2", "read 0", "read 1", "read 2"]),
+    (True, 1, ["start 0", "start 1", "start 2", "read 0", "start 3", "read 1", "read 2",
+               "read 3"]),
+    (False, 1, ["start 0", "read 0", "start 1", "read 1", "start 2", "read 2", "start 3",
+                "read 3"]),
+    (True, 3, ["start 0", "start 1", "start 2", "start 3", "read 0", "read 1", "read 2",
+               "read 3"]),
 ])
 def test_timed_epochs_dispatches_ahead_only_with_overlap(overlap, sync_every, want):
+  """With overlap the host keeps two groups dispatched beyond the one it waits for."""
   from jaxshallow import runner
-  trainer = _Recorder([3.0, 2.0, 1.0])
-  times, losses = runner.timed_epochs(trainer, 3, sync_every, overlap)
-  assert trainer.events == want and losses == [3.0, 2.0, 1.0] and len(times) == 3
+  assert runner.AHEAD == 2
+  trainer = _Recorder([3.0, 2.0, 1.0, 0.5])
+  times, losses = runner.timed_epochs(trainer, 4, sync_every, overlap)
+  assert trainer.events == want and losses == [3.0, 2.0, 1.0, 0.5] and len(times) == 4
 
 
 def test_timed_epochs_stops_at_a_diverged_group():
-  """The losses end at the first non-finite one; with overlap the next epoch had started."""
+  """The losses end at the first non-finite one; with overlap the next epochs had started."""
   from jaxshallow import runner
-  trainer = _Recorder([3.0, float("nan"), 1.0, 0.5])
-  _, losses = runner.timed_epochs(trainer, 4, 1, True)
+  trainer = _Recorder([3.0, float("nan"), 1.0, 0.5, 0.25])
+  _, losses = runner.timed_epochs(trainer, 5, 1, True)
   assert losses[0] == 3.0 and np.isnan(losses[1]) and len(losses) == 2
-  assert trainer.events == ["start 0", "start 1", "read 0", "start 2", "read 1"]
+  assert trainer.events == ["start 0", "start 1", "start 2", "read 0", "start 3", "read 1"]
 
 
 def test_timed_epochs_never_overlaps_a_synchronous_trainer():
