@@ -105,8 +105,8 @@ def divergence_message(result: dict) -> str:
 
 # Groups of epochs the host keeps dispatched beyond the one whose losses it waits for, with
 # ``overlap``. Two, not one: the regression net's epoch (100 steps of ~4 us on the H100) is
-# shorter than the host's dispatch and read-back jitter, and one group ahead left the device
-# idle at times (docs/PERFORMANCE.md, "The host two epochs ahead").
+# short enough that with one ahead the device sometimes waited for the host (docs/PERFORMANCE.md,
+# "The mask read transposed, the host two epochs ahead").
 AHEAD = 2
 
 
