@@ -17,19 +17,20 @@ import functools
 
 from jaxshallow import cnn, fused_epoch, fused_step, mlp, models, synthetic, train
 from jaxshallow import numpy_cnn
-from pallas_kernels import (cluster_epoch, common, conv, conv_batch, conv_pool, conv_stack,
+from pallas_kernels import (cluster_epoch, cluster_mlp, common, conv, conv_batch, conv_pool, conv_stack,
                             dense, dense_xent, hopper_dense, max_pool, mlp_epoch, mse,
                             population_step, sgd_parts, softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
-                                   "cluster", "barrier", "population"],
+                                   "cluster", "cluster_mlp", "barrier", "population"],
                           "Which groups: dense, hopper (the tf32 products of large batches on "
                           "Hopper GPUs; GPU only), xent, head (the fused output layer), conv (with "
                           "max-pool, the fused conv+pool and MSE), step (the CNN's step "
                           "kernels: the batch's convolution, the update, a whole step), epoch "
                           "(the whole-epoch kernel), cluster (the regression net's epoch in one "
-                          "cluster; Hopper only), barrier (its grid barrier under stress; "
+                          "cluster; Hopper only), cluster_mlp (the MLP's epoch in one cluster; Hopper "
+                          "only), barrier (its grid barrier under stress; "
                           "GPU only), population (the population step kernels).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
 
@@ -445,6 +446,37 @@ def cluster_cases(rng, interpret):
     yield f"cluster epoch 32-{hidden}-1 batch {batch} {steps} steps", "float32", err
 
 
+# Steps: one, an odd count (a last step outside the kernel's two-step loop) and more.
+CLUSTER_MLP_STEPS = [1, 2, 7, 20]
+
+
+def cluster_mlp_cases(rng, interpret):
+  """cluster_mlp's kernel (GPU only, Hopper) against the same steps through train_step in
+  float64: per-step losses and final parameters."""
+  if interpret or not hopper_dense.on_hopper():
+    print("skip cluster_mlp: not on a Hopper GPU")
+    return
+  for steps in CLUSTER_MLP_STEPS:
+    n = steps * cluster_mlp.BATCH + 5
+    x = rng.integers(0, 256, (n, cluster_mlp.INPUTS), dtype=np.uint8)
+    y = rng.integers(0, cluster_mlp.CLASSES, n).astype(np.int32)
+    order, lr = rng.permutation(n).astype(np.int32), 0.1
+    params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), (784, 256, 10))
+    params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape),
+                                                           a.dtype), params)  # biases off 0
+    ref_losses, ref_params = _epoch_reference(params, x, y, order, lr, "sgd",
+                                              cluster_mlp.BATCH, models.MLP, steps)
+
+    @jax.jit
+    def run(params, x, y, order):
+      xs, onehot = cluster_mlp.batches(x, y, order, steps)
+      return cluster_mlp.train(params, xs, onehot, lr)
+    got, losses, _ = run(params, x, y, order)
+    err = max(rel_err(losses, ref_losses),
+              *(rel_err(a, b) for a, b in zip(jax.tree.leaves(got), ref_params)))
+    yield f"cluster mlp 784-256-10 batch 64 {steps} steps", "float32", err
+
+
 def barrier_cases(rng, interpret):
   """Every value exchanged across the grid barrier, over thousands of rounds (GPU only: in
   interpret mode the programs run one by one and a spin barrier never opens)."""
@@ -510,6 +542,7 @@ def main(argv):
   groups = {"dense": dense_cases, "hopper": hopper_cases, "xent": xent_cases,
             "head": head_cases, "conv": conv_cases,
             "step": step_cases, "epoch": epoch_cases, "cluster": cluster_cases,
+            "cluster_mlp": cluster_mlp_cases,
             "barrier": barrier_cases,
             "population": population_cases}
   unknown = set(_ONLY.value) - set(groups)

@@ -1,0 +1,339 @@
+"""The MLP's epoch in one thread-block cluster (Pallas Mosaic GPU, Hopper).
+
+The network is 784 -> 256 (ReLU) -> 10 with biases, softmax cross-entropy and plain SGD,
+batch 64: the project's MLP reference workload. One launch runs every step of an epoch in
+one cluster of 16 CTAs, one warpgroup each. CTA c owns hidden units 16c .. 16c + 15: its
+columns of W0 (kept in registers for the whole launch, as thirteen (64, 16) tiles of 64
+inputs), its entries of b0 and its rows of W1. b1 is held by every CTA and updated the same
+way everywhere. A step, in each CTA:
+
+  forward    z = x W0[:, units] / 255 + b0, a (64, 16) wgmma product over the 784 inputs
+             (padded to 832), h = relu(z); its partial logits, for each class k the sum over
+             its units of h times W1[units, k], into its shared memory, class by class
+  exchange 1 a cluster barrier; CTA k < 10 adds class k's partials of the 16 CTAs in CTA
+             order (distributed shared memory)
+  exchange 2 a cluster barrier; every CTA reads the 10 logit columns, adds b1 and takes the
+             softmax, the loss and dL/dlogits itself (the same bits everywhere)
+  backward   dh = dL/dlogits W1[units]^T, dz = dh [z > 0]; dW1, db0 and db1 as sums over the
+             rows; dW0 = x^T dz / 255 as thirteen (64, 16) wgmma products, each tile of W0
+             updated as soon as its product is done
+
+Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
+0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
+each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24: ``split3``), so every
+product of the tensor cores is exact and only their float32 sums round. bfloat16 wgmma takes
+x transposed from shared memory, so x^T is never formed. The batch comes by TMA.
+
+The exchanges are small (class k's 64 partial logits from each CTA; then the 10 columns of
+logits), and alternate between two buffers by step parity like ``cluster_epoch``'s. The CTA
+0 writes each step's per-row losses and correct flags; they are added up after the launch in
+a fixed order.
+
+Status: the kernel lowers (Mosaic GPU's checks of layouts, shared memory and the cluster run
+at lowering, on the CPU too); it has not yet run on a GPU. ``reference`` is its plain-jnp twin.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from pallas_kernels import common
+
+BATCH = 64  # wgmma's M: one warpgroup's rows.
+INPUTS = 784
+PADDED = 832  # 13 tiles of 64 inputs: the backward's wgmma M.
+TILES = PADDED // 64
+HIDDEN = 256
+CTAS = 16  # The largest cluster Hopper launches.
+UNITS = HIDDEN // CTAS
+CLASSES = 10
+LANES = 16  # Classes padded to a wgmma N.
+# A CTA's small parameters, one (16,) row each: W1[units, k] for k < 16, then b0[units], b1.
+ROW_B0, ROW_B1 = LANES, LANES + 1
+SMALL_ROWS = LANES + 2
+
+
+def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
+  """Why this kernel cannot train the network (one line), or None if it can."""
+  if tuple(widths) != (INPUTS, HIDDEN, CLASSES):
+    return (f"it trains {INPUTS}-{HIDDEN}-{CLASSES} networks, not "
+            f"{'-'.join(map(str, widths))}")
+  if batch != BATCH:
+    return f"it takes batch {BATCH}, not {batch}"
+  if not bias:
+    return "it has biases"
+  if optimizer != "sgd":
+    return f"it runs plain SGD, not {optimizer}"
+  if jnp.dtype(dtype) != jnp.float32:
+    return f"it computes in float32, not {jnp.dtype(dtype).name}"
+  return None
+
+
+def split3(a):
+  """a (float32) as three bfloat16 parts whose float32 sum is a, exactly (each part holds the
+  next 8 bits of a's 24)."""
+  parts = []
+  for _ in range(3):
+    bits = a.astype(jnp.bfloat16)
+    parts.append(bits)
+    a = a - bits.astype(jnp.float32)
+  return parts
+
+
+def _load(ref, layout):
+  """``plgpu.load`` of a whole ref: jax 0.10 wants an index, later versions take none."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  if "idx" in inspect.signature(plgpu.load).parameters:
+    return plgpu.load(ref, (), layout=layout, optimized=False)
+  return plgpu.load(ref, layout=layout, optimized=False)
+
+
+def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
+            w0p_out, small_out, metrics_out,  # outputs
+            x, w0h, w0m, w0l, dzh, dzm, dzl, col0, col1, onehot, eye, small, met,
+            tma, barrier, *part_refs, steps: int, lr: float):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32 = jnp.float32
+  by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
+  by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
+  c = lax.axis_index("cta")
+  w0_parts, dz_parts = (w0h, w0m, w0l), (dzh, dzm, dzl)
+  # By parity, then class: a peer's view of a part of a buffer does not lower (jax 0.11.2).
+  part, col = (part_refs[:CLASSES], part_refs[CLASSES:]), (col0, col1)
+
+  def rows(v):  # (64,) -> (64, 16): v down the rows
+    return lax.broadcast_in_dim(v, (BATCH, LANES), [0])
+
+  def cols(v):  # (16,) -> (64, 16): v along the columns
+    return lax.broadcast_in_dim(v, (BATCH, LANES), [1])
+
+  def entry(v, k):  # v[k] in every row: (16,) by_col -> (64,) by_row (adds only zeros)
+    return jnp.sum(cols(v * _load(eye.at[k], by_col)), axis=1)
+
+  def fetch(s):  # Step s's batch: the pixels (integers, in bfloat16) and the one-hot labels.
+    plgpu.copy_gmem_to_smem(x_in.at[s], x, tma.at[5])
+    plgpu.copy_gmem_to_smem(onehot_in.at[s], onehot, tma.at[6])
+
+  def meet(i):  # A barrier of the whole cluster.
+    plgpu.barrier_arrive(barrier.at[i])
+    plgpu.barrier_wait(barrier.at[i])
+
+  # The launch's inputs. W0 comes as its three bfloat16 parts, its float32 value exactly.
+  for p, ref in enumerate(w0_parts):
+    plgpu.copy_gmem_to_smem(w0p_in.at[p, c], ref, tma.at[p])
+  plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[3])
+  plgpu.copy_gmem_to_smem(small_in.at[c], small, tma.at[4])
+  fetch(0)
+  for i in range(5):
+    plgpu.barrier_wait(tma.at[i])
+  w0 = tuple(
+      (_load(w0h.at[pl.ds(64 * j, 64)], plgpu.Layout.WGMMA).astype(f32)
+       + _load(w0m.at[pl.ds(64 * j, 64)], plgpu.Layout.WGMMA).astype(f32))
+      + _load(w0l.at[pl.ds(64 * j, 64)], plgpu.Layout.WGMMA).astype(f32)
+      for j in range(TILES))
+  w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
+  b0, b1 = _load(small.at[ROW_B0], by_col), _load(small.at[ROW_B1], by_col)
+
+  def step(s, parity, carry):
+    w0, w1, b0, b1 = carry
+    plgpu.barrier_wait(tma.at[5])
+
+    def forward(acc):
+      for ref in w0_parts:
+        plgpu.wgmma(acc, x, ref)
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    z = pl.run_scoped(forward, plgpu.ACC((BATCH, UNITS), f32)) / 255.0 + cols(b0)
+    h = jnp.maximum(z, 0.0)
+    for k in range(CLASSES):
+      part[parity][k][...] = jnp.sum(h * cols(w1[k]), axis=1)
+
+    meet(parity)  # Exchange 1: CTA k adds up class k's partial logits.
+    for k in range(CLASSES):
+      @pl.when(c == k)
+      def _():
+        logits = _load(plgpu.cluster_ref(part[parity][k], {"cta": 0}), by_row)
+        for peer in range(1, CTAS):  # A fixed order.
+          logits = logits + _load(plgpu.cluster_ref(part[parity][k], {"cta": peer}), by_row)
+        col[parity][...] = logits + entry(b1, k)
+
+    meet(2 + parity)  # Exchange 2: every CTA reads the logits and takes the softmax.
+    logits = [_load(plgpu.cluster_ref(col[parity], {"cta": k}), by_row)
+              for k in range(CLASSES)]
+    plgpu.barrier_wait(tma.at[6])
+    labels = [_load(onehot.at[k], by_row) for k in range(CLASSES)]
+    top = functools.reduce(jnp.maximum, logits)
+    e = [jnp.exp(v - top) for v in logits]
+    total = functools.reduce(jnp.add, e)
+    picked = functools.reduce(jnp.add, [t * v for t, v in zip(labels, logits)])
+    dlogits = [(v / total - t) * (1.0 / BATCH) for v, t in zip(e, labels)]
+
+    @pl.when(c == 0)
+    def _():
+      plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago.
+      met.at[parity, 0][...] = jnp.log(total) + top - picked
+      met.at[parity, 1][...] = jnp.where(picked >= top, 1.0, 0.0)
+      plgpu.commit_smem()
+      plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[s])
+
+    # The backward pass.
+    dh = functools.reduce(jnp.add, [rows(d) * cols(w) for d, w in zip(dlogits, w1)])
+    dz = jnp.where(z > 0.0, dh, 0.0)
+    dw1 = [jnp.sum(h * rows(d), axis=0) for d in dlogits]
+    db0 = jnp.sum(dz, axis=0)
+    by_class = functools.reduce(jnp.add, [rows(d) * cols(_load(eye.at[k], by_col))
+                                          for k, d in enumerate(dlogits)])
+    db1 = jnp.sum(by_class, axis=0)
+    for ref, bits in zip(dz_parts, split3(dz)):
+      ref[...] = bits
+    plgpu.commit_smem()  # Visible to the tensor cores.
+
+    new_w0 = []
+    for j in range(TILES):
+      def tile_grad(acc):  # x[:, tile]^T dz: 64 inputs by the CTA's units
+        for ref in dz_parts:
+          plgpu.wgmma(acc, x.at[:, pl.ds(64 * j, 64)].transpose((1, 0)), ref)
+        plgpu.wgmma_wait(0)
+        return acc[...]
+      grad = pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS), f32))
+      w = w0[j] - lr * grad / 255.0  # as the twin rounds it
+      for ref, bits in zip(w0_parts, split3(w)):
+        ref.at[pl.ds(64 * j, 64)][...] = bits
+      new_w0.append(w)
+
+    @pl.when(s + 1 < steps)
+    def _():
+      fetch(s + 1)
+    plgpu.commit_smem()
+    w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
+    return tuple(new_w0), w1, b0 - lr * db0, b1 - lr * db1
+
+  def two_steps(i, carry):
+    carry = step(2 * i, 0, carry)
+    return step(2 * i + 1, 1, carry)
+
+  carry = lax.fori_loop(0, steps // 2, two_steps, (w0, w1, b0, b1))
+  if steps % 2:
+    carry = step(steps - 1, 0, carry)
+  _, w1, b0, b1 = carry
+  meet(4)  # No CTA leaves while a peer may still read its buffers.
+  for k in range(CLASSES):
+    small.at[k][...] = w1[k]
+  small.at[ROW_B0][...] = b0
+  small.at[ROW_B1][...] = b1  # The same in every CTA.
+  plgpu.commit_smem()
+  for p, ref in enumerate(w0_parts):  # W0 as it was stored after the last step
+    plgpu.copy_smem_to_gmem(ref, w0p_out.at[p, c])
+  plgpu.copy_smem_to_gmem(small, small_out.at[c])
+  plgpu.wait_smem_to_gmem(0)
+
+
+@functools.lru_cache(maxsize=None)
+def _call(steps: int, lr: float):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32, bf16 = jnp.float32, jnp.bfloat16
+  # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
+  tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
+  return plgpu.kernel(
+      functools.partial(_kernel, steps=steps, lr=lr),
+      out_type=(jax.ShapeDtypeStruct((3, CTAS, PADDED, UNITS), bf16),
+                jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
+                jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
+      grid=(1,), grid_names=("grid",), cluster=(CTAS,), cluster_names=("cta",),
+      scratch_types=[
+          plgpu.SMEM((BATCH, PADDED), bf16, transforms=tiles),  # x
+          *[plgpu.SMEM((PADDED, UNITS), bf16, transforms=tiles) for _ in range(3)],  # W0
+          *[plgpu.SMEM((BATCH, UNITS), bf16, transforms=tiles) for _ in range(3)],  # dz
+          plgpu.SMEM((BATCH,), f32), plgpu.SMEM((BATCH,), f32),  # a class's logits
+          plgpu.SMEM((LANES, BATCH), f32),  # the one-hot labels, class by class
+          plgpu.SMEM((LANES, LANES), f32),  # the identity (its rows pick a class)
+          plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T, b0[units] and b1, in and out
+          plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
+          plgpu.Barrier(num_barriers=7),
+          plgpu.ClusterBarrier(collective_axes=("cta",), num_barriers=5),
+          *[plgpu.SMEM((BATCH,), f32) for _ in range(2 * CLASSES)],  # partial logits
+      ])
+
+
+def _pack(params):
+  """params [{"w": (784, 256), "b": (256,)}, {"w": (256, 10), "b": (10,)}] as the kernel's
+  inputs: W0's columns by CTA, padded to 832 inputs and split in three; each CTA's rows of W1
+  (transposed, classes padded to 16), its b0 and b1 as rows of one small matrix."""
+  w0 = jnp.pad(params[0]["w"], ((0, PADDED - INPUTS), (0, 0)))
+  w0 = w0.reshape(PADDED, CTAS, UNITS).transpose(1, 0, 2)
+  w1 = jnp.pad(params[1]["w"], ((0, 0), (0, LANES - CLASSES)))
+  b1 = jnp.pad(params[1]["b"], (0, LANES - CLASSES))
+  small = jnp.concatenate([w1.reshape(CTAS, UNITS, LANES).transpose(0, 2, 1),
+                           params[0]["b"].reshape(CTAS, 1, UNITS),
+                           jnp.broadcast_to(b1, (CTAS, 1, LANES))], axis=1)
+  return jnp.stack(split3(w0)), small
+
+
+def _unpack(w0p, small):
+  f32 = jnp.float32
+  w0 = (w0p[0].astype(f32) + w0p[1].astype(f32)) + w0p[2].astype(f32)  # exact
+  w0 = w0.transpose(1, 0, 2).reshape(PADDED, HIDDEN)[:INPUTS]
+  w1 = small[:, :LANES].transpose(0, 2, 1).reshape(HIDDEN, LANES)[:, :CLASSES]
+  return [{"w": w0, "b": small[:, ROW_B0].reshape(HIDDEN)},
+          {"w": w1, "b": small[0, ROW_B1, :CLASSES]}]
+
+
+def batches(x, labels, order, steps: int):
+  """The epoch's batches as the kernel takes them: pixels (steps, 64, 832) in bfloat16 (the
+  uint8 values, exactly) and one-hot labels (steps, 16, 64), class by class."""
+  idx = order[:steps * BATCH]
+  xs = jnp.pad(x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16),
+               ((0, 0), (0, PADDED - INPUTS))).reshape(steps, BATCH, PADDED)
+  onehot = jax.nn.one_hot(labels[idx], LANES, dtype=jnp.float32).reshape(steps, BATCH, LANES)
+  return xs, onehot.transpose(0, 2, 1)
+
+
+def train(params, xs, onehot, lr: float):
+  """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params,
+  losses (steps,), correct counts (steps,)), each step's before its update. Hopper only."""
+  steps = xs.shape[0]
+  call = _call(steps, float(lr))
+  w0p, small, metrics = call(*_pack(params), jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
+  losses = jax.vmap(common.fixed_order_mean)(metrics[:, 0])  # The same bits in every process.
+  return _unpack(w0p, small), losses, jnp.sum(metrics[:, 1], axis=1).astype(jnp.int32)
+
+
+def reference(params, xs, onehot, lr: float):
+  """The plain-jnp twin of ``train``: the same steps at params' dtype's full precision, the
+  pixels' 1/255 applied after the first product and the logits summed over the 16-unit
+  groups in order, as the kernel does."""
+  hi = lax.Precision.HIGHEST
+  dtype = params[0]["w"].dtype
+  w0, b0 = jnp.pad(params[0]["w"], ((0, PADDED - INPUTS), (0, 0))), params[0]["b"]
+  w1, b1 = params[1]["w"], params[1]["b"]
+
+  def step(carry, batch):
+    w0, b0, w1, b1 = carry
+    x, t = batch[0].astype(dtype), batch[1].T[:, :CLASSES].astype(dtype)
+    z = jnp.dot(x, w0, precision=hi) / 255.0 + b0
+    h = jnp.maximum(z, 0.0)
+    parts = (h[:, :, None] * w1[None]).reshape(BATCH, CTAS, UNITS, CLASSES).sum(axis=2)
+    logits = parts[:, 0]
+    for g in range(1, CTAS):
+      logits = logits + parts[:, g]
+    logits = logits + b1
+    top = jnp.max(logits, axis=1, keepdims=True)
+    e = jnp.exp(logits - top)
+    total = jnp.sum(e, axis=1, keepdims=True)
+    picked = jnp.sum(t * logits, axis=1, keepdims=True)
+    loss = jnp.mean(jnp.log(total) + top - picked)
+    correct = jnp.sum(picked >= top)
+    dlogits = (e / total - t) / BATCH
+    dz = jnp.where(z > 0, jnp.dot(dlogits, w1.T, precision=hi), 0.0)
+    new = (w0 - lr * jnp.dot(x.T, dz, precision=hi) / 255.0, b0 - lr * jnp.sum(dz, axis=0),
+           w1 - lr * jnp.dot(h.T, dlogits, precision=hi), b1 - lr * jnp.sum(dlogits, axis=0))
+    return new, (loss, correct)
+
+  (w0, b0, w1, b1), (losses, correct) = lax.scan(step, (w0, b0, w1, b1), (xs, onehot))
+  return [{"w": w0[:INPUTS], "b": b0}, {"w": w1, "b": b1}], losses, correct.astype(jnp.int32)
