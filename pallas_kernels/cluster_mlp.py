@@ -22,7 +22,9 @@ Products keep float32's accuracy in bfloat16, exactly: the images' pixels are in
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
 each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24: ``split3``), so every
 product of the tensor cores is exact and only their float32 sums round. bfloat16 wgmma takes
-x transposed from shared memory, so x^T is never formed. The batch comes by TMA.
+x transposed from shared memory, so x^T is never formed. The batch comes by TMA. At reduced
+precision the products take fewer parts (``PARTS``: tf32 two, bfloat16 one); W0 itself stays
+float32 in registers and goes in and out as three parts, exactly.
 
 The exchanges are small (class k's 64 partial logits from each CTA; then the 10 columns of
 logits), and alternate between two buffers by step parity like ``cluster_epoch``'s. The CTA
@@ -57,6 +59,7 @@ LANES = 16  # Classes padded to a wgmma N.
 # A CTA's small parameters, one (16,) row each: W1[units, k] for k < 16, then b0[units], b1.
 ROW_B0, ROW_B1 = LANES, LANES + 1
 SMALL_ROWS = LANES + 2
+PARTS = {"float32": 3, "tf32": 2, "bfloat16": 1}  # bfloat16 parts of W0 and dz in the products
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -97,13 +100,14 @@ def _load(ref, layout):
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
             x, w0h, w0m, w0l, dzh, dzm, dzl, col0, col1, onehot, eye, small, met,
-            tma, barrier, *part_refs, steps: int, lr: float):
+            tma, barrier, *part_refs, steps: int, lr: float, parts: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
-  w0_parts, dz_parts = (w0h, w0m, w0l), (dzh, dzm, dzl)
+  w0_all = (w0h, w0m, w0l)
+  w0_parts, dz_parts = w0_all[:parts], (dzh, dzm, dzl)[:parts]  # what the products take
   # By parity, then class: a peer's view of a part of a buffer does not lower (jax 0.11.2).
   part, col = (part_refs[:CLASSES], part_refs[CLASSES:]), (col0, col1)
 
@@ -125,7 +129,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.barrier_wait(barrier.at[i])
 
   # The launch's inputs. W0 comes as its three bfloat16 parts, its float32 value exactly.
-  for p, ref in enumerate(w0_parts):
+  for p, ref in enumerate(w0_all):
     plgpu.copy_gmem_to_smem(w0p_in.at[p, c], ref, tma.at[p])
   plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[3])
   plgpu.copy_gmem_to_smem(small_in.at[c], small, tma.at[4])
@@ -190,7 +194,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     by_class = functools.reduce(jnp.add, [rows(d) * cols(_load(eye.at[k], by_col))
                                           for k, d in enumerate(dlogits)])
     db1 = jnp.sum(by_class, axis=0)
-    for ref, bits in zip(dz_parts, split3(dz)):
+    for ref, bits in zip(dz_parts, split3(dz)):  # zip: the first ``parts``
       ref[...] = bits
     plgpu.commit_smem()  # Visible to the tensor cores.
 
@@ -221,27 +225,30 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   carry = lax.fori_loop(0, steps // 2, two_steps, (w0, w1, b0, b1))
   if steps % 2:
     carry = step(steps - 1, 0, carry)
-  _, w1, b0, b1 = carry
+  w0, w1, b0, b1 = carry
   meet(4)  # No CTA leaves while a peer may still read its buffers.
   for k in range(CLASSES):
     small.at[k][...] = w1[k]
   small.at[ROW_B0][...] = b0
   small.at[ROW_B1][...] = b1  # The same in every CTA.
+  for j in range(TILES):  # All three parts, whatever the products took.
+    for ref, bits in zip(w0_all, split3(w0[j])):
+      ref.at[pl.ds(64 * j, 64)][...] = bits
   plgpu.commit_smem()
-  for p, ref in enumerate(w0_parts):  # W0 as it was stored after the last step
+  for p, ref in enumerate(w0_all):
     plgpu.copy_smem_to_gmem(ref, w0p_out.at[p, c])
   plgpu.copy_smem_to_gmem(small, small_out.at[c])
   plgpu.wait_smem_to_gmem(0)
 
 
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float):
+def _call(steps: int, lr: float, parts: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr),
+      functools.partial(_kernel, steps=steps, lr=lr, parts=parts),
       out_type=(jax.ShapeDtypeStruct((3, CTAS, PADDED, UNITS), bf16),
                 jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
@@ -294,11 +301,11 @@ def batches(x, labels, order, steps: int):
   return xs, onehot.transpose(0, 2, 1)
 
 
-def train(params, xs, onehot, lr: float):
+def train(params, xs, onehot, lr: float, precision: str = "float32"):
   """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params,
   losses (steps,), correct counts (steps,)), each step's before its update. Hopper only."""
   steps = xs.shape[0]
-  call = _call(steps, float(lr))
+  call = _call(steps, float(lr), PARTS[precision])
   w0p, small, metrics = call(*_pack(params), jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
   losses = jax.vmap(common.fixed_order_mean)(metrics[:, 0])  # The same bits in every process.
   return _unpack(w0p, small), losses, jnp.sum(metrics[:, 1], axis=1).astype(jnp.int32)

@@ -23,12 +23,12 @@ def _setup(rng, steps):
   return params, x, y, rng.permutation(n).astype(np.int32)
 
 
-@pytest.mark.parametrize("steps", [1, 4])
-def test_kernel_lowers(steps):
-  """One step, and an even count (the two-step loop alone)."""
+@pytest.mark.parametrize("steps,precision", [(1, "float32"), (4, "float32"), (3, "bfloat16")])
+def test_kernel_lowers(steps, precision):
+  """One step, an even count (the two-step loop alone), and one part of W0 in the products."""
   f32 = jnp.float32
   layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32), "b": jax.ShapeDtypeStruct((m,), f32)}
-  fn = jax.jit(lambda p, x, o: cluster_mlp.train(p, x, o, 0.5))
+  fn = jax.jit(lambda p, x, o: cluster_mlp.train(p, x, o, 0.5, precision))
   text = fn.trace([layer(784, 256), layer(256, 10)],
                   jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
                   jax.ShapeDtypeStruct((steps, 16, 64), f32)).lower(
