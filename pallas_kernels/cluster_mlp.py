@@ -32,7 +32,10 @@ logits), and alternate between two buffers by step parity like ``cluster_epoch``
 a fixed order.
 
 Status: the kernel lowers (Mosaic GPU's checks of layouts, shared memory and the cluster run
-at lowering, on the CPU too); it has not yet run on a GPU. ``reference`` is its plain-jnp twin.
+at lowering, on the CPU too) and has run in Mosaic GPU's interpreter (``interpret=True``, jax
+>= 0.11; jax 0.11.2's interpreter does not model reads of a peer's shared memory, so that run
+needed a local patch: docs/PERFORMANCE.md, "The MLP in one cluster"); it has not yet run on a
+GPU, and the trainer does not use it. ``reference`` is its plain-jnp twin.
 """
 
 from __future__ import annotations
@@ -242,7 +245,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
 
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float, parts: int):
+def _call(steps: int, lr: float, parts: int, interpret: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
@@ -253,6 +256,7 @@ def _call(steps: int, lr: float, parts: int):
                 jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
       grid=(1,), grid_names=("grid",), cluster=(CTAS,), cluster_names=("cta",),
+      **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
       scratch_types=[
           plgpu.SMEM((BATCH, PADDED), bf16, transforms=tiles),  # x
           *[plgpu.SMEM((PADDED, UNITS), bf16, transforms=tiles) for _ in range(3)],  # W0
@@ -301,11 +305,12 @@ def batches(x, labels, order, steps: int):
   return xs, onehot.transpose(0, 2, 1)
 
 
-def train(params, xs, onehot, lr: float, precision: str = "float32"):
+def train(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False):
   """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params,
-  losses (steps,), correct counts (steps,)), each step's before its update. Hopper only."""
+  losses (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
+  ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring)."""
   steps = xs.shape[0]
-  call = _call(steps, float(lr), PARTS[precision])
+  call = _call(steps, float(lr), PARTS[precision], interpret)
   w0p, small, metrics = call(*_pack(params), jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
   losses = jax.vmap(common.fixed_order_mean)(metrics[:, 0])  # The same bits in every process.
   return _unpack(w0p, small), losses, jnp.sum(metrics[:, 1], axis=1).astype(jnp.int32)
