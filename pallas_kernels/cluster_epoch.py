@@ -46,7 +46,6 @@ checks the kernel itself on a Hopper GPU.
 from __future__ import annotations
 
 import functools
-import inspect
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +53,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
-from pallas_kernels.hopper_dense import split_tf32
+from pallas_kernels.hopper_dense import load as _load, split_tf32
 
 BATCH = 256
 INPUTS = 32  # One 128-byte swizzled row of float32: the only input width the tiles take.
@@ -82,14 +81,6 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
   if jnp.dtype(dtype) != jnp.float32:
     return f"it computes in float32, not {jnp.dtype(dtype).name}"
   return None
-
-
-def _load(ref, layout):
-  """``plgpu.load`` of a whole ref: jax 0.10 wants an index, later versions take none."""
-  from jax.experimental.pallas import mosaic_gpu as plgpu
-  if "idx" in inspect.signature(plgpu.load).parameters:
-    return plgpu.load(ref, (), layout=layout, optimized=False)
-  return plgpu.load(ref, layout=layout, optimized=False)
 
 
 def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)

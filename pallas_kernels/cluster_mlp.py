@@ -41,7 +41,6 @@ GPU, and the trainer does not use it. ``reference`` is its plain-jnp twin.
 from __future__ import annotations
 
 import functools
-import inspect
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +48,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
+from pallas_kernels.hopper_dense import load as _load
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
 INPUTS = 784
@@ -90,14 +90,6 @@ def split3(a):
     parts.append(bits)
     a = a - bits.astype(jnp.float32)
   return parts
-
-
-def _load(ref, layout):
-  """``plgpu.load`` of a whole ref: jax 0.10 wants an index, later versions take none."""
-  from jax.experimental.pallas import mosaic_gpu as plgpu
-  if "idx" in inspect.signature(plgpu.load).parameters:
-    return plgpu.load(ref, (), layout=layout, optimized=False)
-  return plgpu.load(ref, layout=layout, optimized=False)
 
 
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)

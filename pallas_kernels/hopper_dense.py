@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -186,6 +187,15 @@ def split_tf32(x):
   bits = lax.bitcast_convert_type(x, jnp.int32) & jnp.int32(-8192)  # 0xFFFFE000
   hi = lax.bitcast_convert_type(bits, jnp.float32)
   return hi, x - hi
+
+
+def load(ref, layout):
+  """``plgpu.load`` of a whole shared-memory ref into ``layout`` (for the cluster kernels): jax
+  0.10 wants an index, later versions take none."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  if "idx" in inspect.signature(plgpu.load).parameters:
+    return plgpu.load(ref, (), layout=layout, optimized=False)
+  return plgpu.load(ref, layout=layout, optimized=False)
 
 
 def matmul_nt(a, b, bias=None, *, relu: bool = False, tiles: Tiles = Tiles(),
