@@ -17,9 +17,9 @@ import functools
 
 from jaxshallow import cnn, fused_epoch, fused_step, mlp, models, synthetic, train
 from jaxshallow import numpy_cnn
-from pallas_kernels import (cluster_epoch, cluster_mlp, common, conv, conv_batch, conv_pool, conv_stack,
-                            dense, dense_xent, hopper_dense, max_pool, mlp_epoch, mse,
-                            population_step, sgd_parts, softmax_xent)
+from pallas_kernels import (cluster_epoch, cluster_mlp, common, conv, conv_batch, conv_pool,
+                            conv_stack, dense, dense_xent, hopper_dense, max_pool, mlp_epoch,
+                            mse, population_step, sgd_parts, softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
@@ -29,9 +29,9 @@ _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "s
                           "max-pool, the fused conv+pool and MSE), step (the CNN's step "
                           "kernels: the batch's convolution, the update, a whole step), epoch "
                           "(the whole-epoch kernel), cluster (the regression net's epoch in one "
-                          "cluster; Hopper only), cluster_mlp (the MLP's epoch in one cluster; Hopper "
-                          "only), barrier (its grid barrier under stress; "
-                          "GPU only), population (the population step kernels).")
+                          "cluster; Hopper only), cluster_mlp (the MLP's epoch in one cluster; "
+                          "Hopper only), barrier (its grid barrier under stress; GPU only), "
+                          "population (the population step kernels).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
 
 # Relative Frobenius-norm error allowed against float64, per precision mode.
@@ -424,8 +424,8 @@ CLUSTER_CASES = [(64, 1), (128, 7), (256, 100), (512, 20)]
 
 
 def cluster_cases(rng, interpret):
-  """cluster_epoch's kernel (GPU only, Hopper: Mosaic GPU has no interpreter for clusters)
-  against the same steps through train_step in float64."""
+  """cluster_epoch's kernel (GPU only, Hopper: Mosaic GPU's interpreter does not model peer
+  reads) against the same steps through train_step in float64."""
   if interpret or not hopper_dense.on_hopper():
     print("skip cluster_epoch: not on a Hopper GPU")
     return
@@ -461,7 +461,8 @@ def cluster_mlp_cases(rng, interpret):
     x = rng.integers(0, 256, (n, cluster_mlp.INPUTS), dtype=np.uint8)
     y = rng.integers(0, cluster_mlp.CLASSES, n).astype(np.int32)
     order, lr = rng.permutation(n).astype(np.int32), 0.1
-    params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), (784, 256, 10))
+    widths = (cluster_mlp.INPUTS, cluster_mlp.HIDDEN, cluster_mlp.CLASSES)
+    params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths)
     params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape),
                                                            a.dtype), params)  # biases off 0
     ref_losses, ref_params = _epoch_reference(params, x, y, order, lr, "sgd",

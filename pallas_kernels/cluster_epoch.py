@@ -37,10 +37,10 @@ transposed, the rows row-major), so neither x^T nor h is ever formed. The batch 
 step ahead. The CTAs of u = 0 write each step's outputs; the losses are their squared errors'
 means, added up after the launch in a fixed order (``common.fixed_order_mean``).
 
-Why this layout: docs/PERFORMANCE.md ("The regression net in one cluster"). Mosaic GPU has no
-interpreter for clusters, so the CPU tests lower the kernel without running it and check
-``reference``, its plain-jnp twin, against float64; ``experiments.check_kernels --only=cluster``
-checks the kernel itself on a Hopper GPU.
+Why this layout: docs/PERFORMANCE.md ("The regression net in one cluster"). Mosaic GPU's
+interpreter (jax 0.11.2) does not model reads of a peer's shared memory, so the CPU tests lower
+the kernel without running it and check ``reference``, its plain-jnp twin, against float64;
+``experiments.check_kernels --only=cluster`` checks the kernel itself on a Hopper GPU.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
-from pallas_kernels.hopper_dense import load as _load, split_tf32
+from pallas_kernels.hopper_dense import load as _load, split3, split_tf32
 
 BATCH = 256
 INPUTS = 32  # One 128-byte swizzled row of float32: the only input width the tiles take.
@@ -85,8 +85,8 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
 
 def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
             w0t_out, w1_out, out_out,  # outputs
-            xh, xl, xf, gx0, gx1, gx2, live, wh, wl, y, w1_buf, part0, part1, m0, m1, outs, dout, tma,
-            group_barrier, pair_barrier, *, steps: int, lr: float, groups: int):
+            xh, xl, xf, gx0, gx1, gx2, live, wh, wl, y, w1_buf, part0, part1, m0, m1, outs, dout,
+            tma, group_barrier, pair_barrier, *, steps: int, lr: float, groups: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_unit = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a unit (a row of W0^T and m)
@@ -161,10 +161,8 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
 
     def backward(acc):  # m = live^T (dL/dout x): dW0^T = w1 m, dw1 = sum(W0^T m)
       gx = _load(xf, plgpu.Layout.WGMMA) * lax.broadcast_in_dim(g_out, (ROWS, INPUTS), [0])
-      for ref in gx_parts:  # gx = the sum of three bfloat16 parts, each the rest's rounding
-        bits = gx.astype(jnp.bfloat16)
+      for ref, bits in zip(gx_parts, split3(gx)):  # gx, exactly, in three bfloat16 parts
         ref[...] = bits
-        gx = gx - bits.astype(f32)
       plgpu.commit_smem()
       for ref in gx_parts:
         plgpu.wgmma(acc, live.transpose((1, 0)), ref)

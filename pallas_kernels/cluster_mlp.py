@@ -20,8 +20,8 @@ way everywhere. A step, in each CTA:
 
 Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
-each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24: ``split3``), so every
-product of the tensor cores is exact and only their float32 sums round. bfloat16 wgmma takes
+each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24: ``hopper_dense.split3``),
+so every product of the tensor cores is exact and only their float32 sums round. bfloat16 wgmma takes
 x transposed from shared memory, so x^T is never formed. The batch comes by TMA. At reduced
 precision the products take fewer parts (``PARTS``: tf32 two, bfloat16 one); W0 itself stays
 float32 in registers and goes in and out as three parts, exactly.
@@ -48,7 +48,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
-from pallas_kernels.hopper_dense import load as _load
+from pallas_kernels.hopper_dense import load as _load, split3
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
 INPUTS = 784
@@ -79,17 +79,6 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
   if jnp.dtype(dtype) != jnp.float32:
     return f"it computes in float32, not {jnp.dtype(dtype).name}"
   return None
-
-
-def split3(a):
-  """a (float32) as three bfloat16 parts whose float32 sum is a, exactly (each part holds the
-  next 8 bits of a's 24)."""
-  parts = []
-  for _ in range(3):
-    bits = a.astype(jnp.bfloat16)
-    parts.append(bits)
-    a = a - bits.astype(jnp.float32)
-  return parts
 
 
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
@@ -131,11 +120,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   fetch(0)
   for i in range(5):
     plgpu.barrier_wait(tma.at[i])
-  w0 = tuple(
-      (_load(w0h.at[pl.ds(64 * j, 64)], plgpu.Layout.WGMMA).astype(f32)
-       + _load(w0m.at[pl.ds(64 * j, 64)], plgpu.Layout.WGMMA).astype(f32))
-      + _load(w0l.at[pl.ds(64 * j, 64)], plgpu.Layout.WGMMA).astype(f32)
-      for j in range(TILES))
+  w0 = tuple(functools.reduce(jnp.add, [_load(ref.at[pl.ds(64 * j, 64)], plgpu.Layout.WGMMA)
+                                         .astype(f32) for ref in w0_all])
+             for j in range(TILES))
   w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
   b0, b1 = _load(small.at[ROW_B0], by_col), _load(small.at[ROW_B1], by_col)
 
@@ -226,8 +213,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     small.at[k][...] = w1[k]
   small.at[ROW_B0][...] = b0
   small.at[ROW_B1][...] = b1  # The same in every CTA.
-  for j in range(TILES):  # All three parts, whatever the products took.
-    for ref, bits in zip(w0_all, split3(w0[j])):
+  for j in range(TILES):  # The parts the products did not take (the last step stored the rest).
+    for ref, bits in list(zip(w0_all, split3(w0[j])))[parts:]:
       ref.at[pl.ds(64 * j, 64)][...] = bits
   plgpu.commit_smem()
   for p, ref in enumerate(w0_all):

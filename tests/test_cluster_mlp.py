@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxshallow import mlp, models, train
-from pallas_kernels import cluster_mlp
+from pallas_kernels import cluster_mlp, hopper_dense
 
 
 def _setup(rng, steps):
@@ -27,7 +27,8 @@ def _setup(rng, steps):
 def test_kernel_lowers(steps, precision):
   """One step, an even count (the two-step loop alone), and one part of W0 in the products."""
   f32 = jnp.float32
-  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32), "b": jax.ShapeDtypeStruct((m,), f32)}
+  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
+                        "b": jax.ShapeDtypeStruct((m,), f32)}
   fn = jax.jit(lambda p, x, o: cluster_mlp.train(p, x, o, 0.5, precision))
   text = fn.trace([layer(784, 256), layer(256, 10)],
                   jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
@@ -84,7 +85,7 @@ def test_split3_is_exact():
   """Three bfloat16 parts add up to the float32 value, bit for bit (wide exponents too)."""
   rng = np.random.default_rng(2)
   a = (rng.standard_normal(10000) * np.exp(rng.uniform(-30, 30, 10000))).astype(np.float32)
-  hi, mid, lo = cluster_mlp.split3(jnp.asarray(a))
+  hi, mid, lo = hopper_dense.split3(jnp.asarray(a))
   f32 = jnp.float32
   np.testing.assert_array_equal(np.asarray((hi.astype(f32) + mid.astype(f32)) + lo.astype(f32)), a)
 
