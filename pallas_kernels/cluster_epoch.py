@@ -226,7 +226,7 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
       grid=(1,), grid_names=("grid",), cluster=(groups, 2), cluster_names=("unit", "half"),
       compiler_params=plgpu.CompilerParams(**params),
       scratch_types=[
-          smem((ROWS, INPUTS), transforms=tiled), smem((ROWS, INPUTS), transforms=tiled),  # x hi, lo
+          smem((ROWS, INPUTS), transforms=tiled), smem((ROWS, INPUTS), transforms=tiled),  # x parts
           smem((ROWS, INPUTS), transforms=tiled),  # x
           *[plgpu.SMEM((ROWS, INPUTS), jnp.bfloat16, transforms=tiled16) for _ in range(3)],  # gx
           plgpu.SMEM((ROWS, UNITS), jnp.bfloat16, transforms=tiled16),  # the mask [z > 0]

@@ -85,9 +85,22 @@ def test_split3_is_exact():
   """Three bfloat16 parts add up to the float32 value, bit for bit (wide exponents too)."""
   rng = np.random.default_rng(2)
   a = (rng.standard_normal(10000) * np.exp(rng.uniform(-30, 30, 10000))).astype(np.float32)
-  hi, mid, lo = hopper_dense.split3(jnp.asarray(a))
+  hi, mid, lo = jax.jit(hopper_dense.split3)(jnp.asarray(a))
   f32 = jnp.float32
   np.testing.assert_array_equal(np.asarray((hi.astype(f32) + mid.astype(f32)) + lo.astype(f32)), a)
+  # The first part is bfloat16's own rounding (to nearest even).
+  np.testing.assert_array_equal(np.asarray(hi).view(np.uint16),
+                                np.asarray(jnp.asarray(a).astype(jnp.bfloat16)).view(np.uint16))
+
+
+def test_split3_has_no_bfloat16_round_trip():
+  """XLA on GPUs drops float32 -> bfloat16 -> float32 (it allows excess precision), which left
+  the later parts zero there (on the H100, float32 trained like bfloat16); the CPU keeps the
+  round trip, so only the program's form shows it: no bfloat16 is converted back."""
+  jaxpr = jax.make_jaxpr(hopper_dense.split3)(jnp.zeros(8, jnp.float32))
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "convert_element_type":
+      assert eqn.invars[0].aval.dtype == jnp.float32, eqn
 
 
 def test_packing_round_trips():
