@@ -446,8 +446,9 @@ def cluster_cases(rng, interpret):
     yield f"cluster epoch 32-{hidden}-1 batch {batch} {steps} steps", "float32", err
 
 
-# Steps: one, an odd count (a last step outside the kernel's two-step loop) and more.
-CLUSTER_MLP_STEPS = [1, 2, 7, 20]
+# Steps: one, and an odd count over the kernel's two-step loop and its last step. Each count is
+# its own kernel, and ptxas takes 30 to 120 s over one on the H100 (it spills: see the module).
+CLUSTER_MLP_STEPS = [1, 7]
 
 
 def cluster_mlp_cases(rng, interpret):

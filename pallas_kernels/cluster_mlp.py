@@ -20,9 +20,9 @@ way everywhere. A step, in each CTA:
 
 Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
-each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24: ``hopper_dense.split3``),
-so every product of the tensor cores is exact and only their float32 sums round. bfloat16 wgmma takes
-x transposed from shared memory, so x^T is never formed. The batch comes by TMA. At reduced
+each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24:
+``hopper_dense.split3``), so every product of the tensor cores is exact and only their float32
+sums round. bfloat16 wgmma takes x transposed from shared memory, so x^T is never formed. The batch comes by TMA. At reduced
 precision the products take fewer parts (``PARTS``: tf32 two, bfloat16 one); W0 itself stays
 float32 in registers and goes in and out as three parts, exactly.
 
@@ -31,11 +31,13 @@ logits), and alternate between two buffers by step parity like ``cluster_epoch``
 0 writes each step's per-row losses and correct flags; they are added up after the launch in
 a fixed order.
 
-Status: the kernel lowers (Mosaic GPU's checks of layouts, shared memory and the cluster run
-at lowering, on the CPU too) and has run in Mosaic GPU's interpreter (``interpret=True``, jax
->= 0.11; jax 0.11.2's interpreter does not model reads of a peer's shared memory, so that run
-needed a local patch: docs/PERFORMANCE.md, "The MLP in one cluster"); it has not yet run on a
-GPU, and the trainer does not use it. ``reference`` is its plain-jnp twin.
+Status: correct on the H100 (``experiments.check_kernels --only=cluster_mlp``: float32 within
+2.4e-6 of train_step in float64 over 7 steps) but slow: about 28 us a step, twice the grid-barrier
+epoch kernel's (docs/PERFORMANCE.md, "The MLP in one cluster on the H100"). ptxas spills (255
+registers a thread) and takes 30 to 120 s over it. So the trainer does not use it. It also runs
+in Mosaic GPU's interpreter (``interpret=True``, jax >= 0.11; jax 0.11.2's needs a local patch
+for reads of a peer's shared memory). ``reference`` is its plain-jnp twin; ``profile_dir`` times
+its phases (``PHASES``) with Mosaic GPU's profiler.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ LANES = 16  # Classes padded to a wgmma N.
 ROW_B0, ROW_B1 = LANES, LANES + 1
 SMALL_ROWS = LANES + 2
 PARTS = {"float32": 3, "tf32": 2, "bfloat16": 1}  # bfloat16 parts of W0 and dz in the products
+PHASES = ("wait_x", "forward", "partials", "exchange_1", "sum_class", "exchange_2", "read_logits",
+          "softmax", "backward_small", "backward_w0", "fetch")  # Mosaic GPU profiler scopes
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -128,75 +132,85 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
   def step(s, parity, carry):
     w0, w1, b0, b1 = carry
-    plgpu.barrier_wait(tma.at[5])
+    with jax.named_scope("wait_x"):
+      plgpu.barrier_wait(tma.at[5])
 
     def forward(acc):
       for ref in w0_parts:
         plgpu.wgmma(acc, x, ref)
       plgpu.wgmma_wait(0)
       return acc[...]
-    z = pl.run_scoped(forward, plgpu.ACC((BATCH, UNITS), f32)) / 255.0 + cols(b0)
-    h = jnp.maximum(z, 0.0)
-    for k in range(CLASSES):
-      part[parity][k][...] = jnp.sum(h * cols(w1[k]), axis=1)
+    with jax.named_scope("forward"):
+      z = pl.run_scoped(forward, plgpu.ACC((BATCH, UNITS), f32)) / 255.0 + cols(b0)
+    with jax.named_scope("partials"):
+      h = jnp.maximum(z, 0.0)
+      for k in range(CLASSES):
+        part[parity][k][...] = jnp.sum(h * cols(w1[k]), axis=1)
 
-    meet(parity)  # Exchange 1: CTA k adds up class k's partial logits.
-    for k in range(CLASSES):
-      @pl.when(c == k)
+    with jax.named_scope("exchange_1"):
+      meet(parity)  # CTA k adds up class k's partial logits.
+    with jax.named_scope("sum_class"):
+      for k in range(CLASSES):
+        @pl.when(c == k)
+        def _():
+          logits = _load(plgpu.cluster_ref(part[parity][k], {"cta": 0}), by_row)
+          for peer in range(1, CTAS):  # A fixed order.
+            logits = logits + _load(plgpu.cluster_ref(part[parity][k], {"cta": peer}), by_row)
+          col[parity][...] = logits + entry(b1, k)
+
+    with jax.named_scope("exchange_2"):
+      meet(2 + parity)  # Every CTA reads the logits and takes the softmax.
+    with jax.named_scope("read_logits"):
+      logits = [_load(plgpu.cluster_ref(col[parity], {"cta": k}), by_row)
+                for k in range(CLASSES)]
+      plgpu.barrier_wait(tma.at[6])
+    with jax.named_scope("softmax"):
+      labels = [_load(onehot.at[k], by_row) for k in range(CLASSES)]
+      top = functools.reduce(jnp.maximum, logits)
+      e = [jnp.exp(v - top) for v in logits]
+      total = functools.reduce(jnp.add, e)
+      picked = functools.reduce(jnp.add, [t * v for t, v in zip(labels, logits)])
+      dlogits = [(v / total - t) * (1.0 / BATCH) for v, t in zip(e, labels)]
+
+      @pl.when(c == 0)
       def _():
-        logits = _load(plgpu.cluster_ref(part[parity][k], {"cta": 0}), by_row)
-        for peer in range(1, CTAS):  # A fixed order.
-          logits = logits + _load(plgpu.cluster_ref(part[parity][k], {"cta": peer}), by_row)
-        col[parity][...] = logits + entry(b1, k)
+        plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago.
+        met.at[parity, 0][...] = jnp.log(total) + top - picked
+        met.at[parity, 1][...] = jnp.where(picked >= top, 1.0, 0.0)
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[s])
 
-    meet(2 + parity)  # Exchange 2: every CTA reads the logits and takes the softmax.
-    logits = [_load(plgpu.cluster_ref(col[parity], {"cta": k}), by_row)
-              for k in range(CLASSES)]
-    plgpu.barrier_wait(tma.at[6])
-    labels = [_load(onehot.at[k], by_row) for k in range(CLASSES)]
-    top = functools.reduce(jnp.maximum, logits)
-    e = [jnp.exp(v - top) for v in logits]
-    total = functools.reduce(jnp.add, e)
-    picked = functools.reduce(jnp.add, [t * v for t, v in zip(labels, logits)])
-    dlogits = [(v / total - t) * (1.0 / BATCH) for v, t in zip(e, labels)]
-
-    @pl.when(c == 0)
-    def _():
-      plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago.
-      met.at[parity, 0][...] = jnp.log(total) + top - picked
-      met.at[parity, 1][...] = jnp.where(picked >= top, 1.0, 0.0)
-      plgpu.commit_smem()
-      plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[s])
-
-    # The backward pass.
-    dh = functools.reduce(jnp.add, [rows(d) * cols(w) for d, w in zip(dlogits, w1)])
-    dz = jnp.where(z > 0.0, dh, 0.0)
-    dw1 = [jnp.sum(h * rows(d), axis=0) for d in dlogits]
-    db0 = jnp.sum(dz, axis=0)
-    by_class = functools.reduce(jnp.add, [rows(d) * cols(_load(eye.at[k], by_col))
-                                          for k, d in enumerate(dlogits)])
-    db1 = jnp.sum(by_class, axis=0)
-    for ref, bits in zip(dz_parts, split3(dz)):  # zip: the first ``parts``
-      ref[...] = bits
-    plgpu.commit_smem()  # Visible to the tensor cores.
+    with jax.named_scope("backward_small"):
+      dh = functools.reduce(jnp.add, [rows(d) * cols(w) for d, w in zip(dlogits, w1)])
+      dz = jnp.where(z > 0.0, dh, 0.0)
+      dw1 = [jnp.sum(h * rows(d), axis=0) for d in dlogits]
+      db0 = jnp.sum(dz, axis=0)
+      by_class = functools.reduce(jnp.add, [rows(d) * cols(_load(eye.at[k], by_col))
+                                            for k, d in enumerate(dlogits)])
+      db1 = jnp.sum(by_class, axis=0)
+      for ref, bits in zip(dz_parts, split3(dz)):  # zip: the first ``parts``
+        ref[...] = bits
+      plgpu.commit_smem()  # Visible to the tensor cores.
 
     new_w0 = []
-    for j in range(TILES):
-      def tile_grad(acc):  # x[:, tile]^T dz: 64 inputs by the CTA's units
-        for ref in dz_parts:
-          plgpu.wgmma(acc, x.at[:, pl.ds(64 * j, 64)].transpose((1, 0)), ref)
-        plgpu.wgmma_wait(0)
-        return acc[...]
-      grad = pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS), f32))
-      w = w0[j] - lr * grad / 255.0  # as the twin rounds it
-      for ref, bits in zip(w0_parts, split3(w)):
-        ref.at[pl.ds(64 * j, 64)][...] = bits
-      new_w0.append(w)
+    with jax.named_scope("backward_w0"):
+      for j in range(TILES):
+        def tile_grad(acc):  # x[:, tile]^T dz: 64 inputs by the CTA's units
+          for ref in dz_parts:
+            plgpu.wgmma(acc, x.at[:, pl.ds(64 * j, 64)].transpose((1, 0)), ref)
+          plgpu.wgmma_wait(0)
+          return acc[...]
+        grad = pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS), f32))
+        w = w0[j] - lr * grad / 255.0  # as the twin rounds it
+        for ref, bits in zip(w0_parts, split3(w)):
+          ref.at[pl.ds(64 * j, 64)][...] = bits
+        new_w0.append(w)
 
-    @pl.when(s + 1 < steps)
-    def _():
-      fetch(s + 1)
-    plgpu.commit_smem()
+    with jax.named_scope("fetch"):
+      @pl.when(s + 1 < steps)
+      def _():
+        fetch(s + 1)
+      plgpu.commit_smem()
     w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
     return tuple(new_w0), w1, b0 - lr * db0, b1 - lr * db1
 
@@ -224,8 +238,12 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
 
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float, parts: int, interpret: bool = False):
+def _call(steps: int, lr: float, parts: int, interpret: bool = False,
+          profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
+  params = {}
+  if profile_dir:  # Each scope takes 4 entries a step, the header 3.
+    params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
   f32, bf16 = jnp.float32, jnp.bfloat16
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
@@ -235,13 +253,14 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False):
                 jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
       grid=(1,), grid_names=("grid",), cluster=(CTAS,), cluster_names=("cta",),
+      compiler_params=plgpu.CompilerParams(**params),
       **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
       scratch_types=[
           plgpu.SMEM((BATCH, PADDED), bf16, transforms=tiles),  # x
           *[plgpu.SMEM((PADDED, UNITS), bf16, transforms=tiles) for _ in range(3)],  # W0
           *[plgpu.SMEM((BATCH, UNITS), bf16, transforms=tiles) for _ in range(3)],  # dz
           plgpu.SMEM((BATCH,), f32), plgpu.SMEM((BATCH,), f32),  # a class's logits
-          plgpu.SMEM((LANES, BATCH), f32),  # the one-hot labels, class by class
+          plgpu.SMEM((CLASSES, BATCH), f32),  # the one-hot labels, class by class
           plgpu.SMEM((LANES, LANES), f32),  # the identity (its rows pick a class)
           plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T, b0[units] and b1, in and out
           plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
@@ -276,20 +295,22 @@ def _unpack(w0p, small):
 
 def batches(x, labels, order, steps: int):
   """The epoch's batches as the kernel takes them: pixels (steps, 64, 832) in bfloat16 (the
-  uint8 values, exactly) and one-hot labels (steps, 16, 64), class by class."""
+  uint8 values, exactly) and one-hot labels (steps, 10, 64), class by class."""
   idx = order[:steps * BATCH]
   xs = jnp.pad(x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16),
                ((0, 0), (0, PADDED - INPUTS))).reshape(steps, BATCH, PADDED)
-  onehot = jax.nn.one_hot(labels[idx], LANES, dtype=jnp.float32).reshape(steps, BATCH, LANES)
+  onehot = jax.nn.one_hot(labels[idx], CLASSES, dtype=jnp.float32).reshape(steps, BATCH, CLASSES)
   return xs, onehot.transpose(0, 2, 1)
 
 
-def train(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False):
+def train(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False,
+          profile_dir: str | None = None):
   """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params,
   losses (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
-  ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring)."""
+  ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
+  ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them)."""
   steps = xs.shape[0]
-  call = _call(steps, float(lr), PARTS[precision], interpret)
+  call = _call(steps, float(lr), PARTS[precision], interpret, profile_dir)
   w0p, small, metrics = call(*_pack(params), jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
   losses = jax.vmap(common.fixed_order_mean)(metrics[:, 0])  # The same bits in every process.
   return _unpack(w0p, small), losses, jnp.sum(metrics[:, 1], axis=1).astype(jnp.int32)

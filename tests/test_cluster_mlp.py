@@ -32,7 +32,7 @@ def test_kernel_lowers(steps, precision):
   fn = jax.jit(lambda p, x, o: cluster_mlp.train(p, x, o, 0.5, precision))
   text = fn.trace([layer(784, 256), layer(256, 10)],
                   jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
-                  jax.ShapeDtypeStruct((steps, 16, 64), f32)).lower(
+                  jax.ShapeDtypeStruct((steps, 10, 64), f32)).lower(
                       lowering_platforms=("cuda",)).as_text()
   assert "mosaic_gpu" in text
 
@@ -113,11 +113,11 @@ def test_packing_round_trips():
   for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(params)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   xs, onehot = cluster_mlp.batches(jnp.asarray(x), jnp.asarray(y), order, 3)
-  assert xs.shape == (3, 64, 832) and onehot.shape == (3, 16, 64)
+  assert xs.shape == (3, 64, 832) and onehot.shape == (3, 10, 64)
   rows = np.asarray(xs.astype(jnp.float32)).reshape(192, 832)
   np.testing.assert_array_equal(rows[:, :784], x[order[:192]].reshape(192, 784))
   assert not rows[:, 784:].any()
-  np.testing.assert_array_equal(np.asarray(onehot).transpose(0, 2, 1).reshape(192, 16).argmax(1),
+  np.testing.assert_array_equal(np.asarray(onehot).transpose(0, 2, 1).reshape(192, 10).argmax(1),
                                 y[order[:192]])
 
 
