@@ -22,22 +22,29 @@ Products keep float32's accuracy in bfloat16, exactly: the images' pixels are in
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
 each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24:
 ``hopper_dense.split3``), so every product of the tensor cores is exact and only their float32
-sums round. bfloat16 wgmma takes x transposed from shared memory, so x^T is never formed. The batch comes by TMA. At reduced
-precision the products take fewer parts (``PARTS``: tf32 two, bfloat16 one); W0 itself stays
-float32 in registers and goes in and out as three parts, exactly.
+sums round. The parts sit side by side in shared memory (W0's as (832, 48), dz's as (64, 48)),
+so one wgmma of N = 48 takes all three and reads x once; the three 16-column groups of its
+result are added after. At reduced precision the products take fewer parts (``PARTS``: tf32
+two, bfloat16 one); W0 itself stays float32 in registers and goes in and out as three parts,
+exactly. bfloat16 wgmma takes x transposed from shared memory, so x^T is never formed.
 
+The batch comes by TMA in thirteen tiles of 64 inputs, and the next step's tile j is fetched
+as soon as the backward's tile j is done with it, so the copy runs behind the backward.
 The exchanges are small (class k's 64 partial logits from each CTA; then the 10 columns of
 logits), and alternate between two buffers by step parity like ``cluster_epoch``'s. The CTA
 0 writes each step's per-row losses and correct flags; they are added up after the launch in
 a fixed order.
 
-Status: correct on the H100 (``experiments.check_kernels --only=cluster_mlp``: float32 within
-2.4e-6 of train_step in float64 over 7 steps) but slow: about 28 us a step, twice the grid-barrier
-epoch kernel's (docs/PERFORMANCE.md, "The MLP in one cluster on the H100"). ptxas spills (255
-registers a thread) and takes 30 to 120 s over it. So the trainer does not use it. It also runs
-in Mosaic GPU's interpreter (``interpret=True``, jax >= 0.11; jax 0.11.2's needs a local patch
-for reads of a peer's shared memory). ``reference`` is its plain-jnp twin; ``profile_dir`` times
-its phases (``PHASES``) with Mosaic GPU's profiler.
+Status: the form measured on the H100 (commit e476e18: each part its own N = 16 product, the
+whole batch fetched after the backward) was correct (``experiments.check_kernels
+--only=cluster_mlp``: float32 within 2.4e-6 of train_step in float64 over 7 steps) but slow:
+27.6 us a step, twice the grid-barrier epoch kernel's (docs/PERFORMANCE.md, "The MLP in one
+cluster on the H100"); ptxas spilled (255 registers a thread) and took 30 to 120 s over it.
+This form (parts side by side, the batch streamed by tiles, the class sums' peer reads issued
+together) has run in Mosaic GPU's interpreter only (``interpret=True``, jax >= 0.11; jax
+0.11.2's needs a local patch for reads of a peer's shared memory). The trainer does not use
+it. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``) with
+Mosaic GPU's profiler.
 """
 
 from __future__ import annotations
@@ -66,7 +73,7 @@ ROW_B0, ROW_B1 = LANES, LANES + 1
 SMALL_ROWS = LANES + 2
 PARTS = {"float32": 3, "tf32": 2, "bfloat16": 1}  # bfloat16 parts of W0 and dz in the products
 PHASES = ("wait_x", "forward", "partials", "exchange_1", "sum_class", "exchange_2", "read_logits",
-          "softmax", "backward_small", "backward_w0", "fetch")  # Mosaic GPU profiler scopes
+          "softmax", "backward_small", "backward_w0")  # Mosaic GPU profiler scopes
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -87,15 +94,14 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
 
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
-            x, w0h, w0m, w0l, dzh, dzm, dzl, col0, col1, onehot, eye, small, met,
-            tma, barrier, *part_refs, steps: int, lr: float, parts: int):
+            x, w0p, dzp, col0, col1, onehot, eye, small, met,
+            tma, x_arrived, barrier, *part_refs, steps: int, lr: float, parts: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
-  w0_all = (w0h, w0m, w0l)
-  w0_parts, dz_parts = w0_all[:parts], (dzh, dzm, dzl)[:parts]  # what the products take
+  used = pl.ds(0, UNITS * parts)  # The parts' columns the products take.
   # By parity, then class: a peer's view of a part of a buffer does not lower (jax 0.11.2).
   part, col = (part_refs[:CLASSES], part_refs[CLASSES:]), (col0, col1)
 
@@ -108,24 +114,30 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def entry(v, k):  # v[k] in every row: (16,) by_col -> (64,) by_row (adds only zeros)
     return jnp.sum(cols(v * _load(eye.at[k], by_col)), axis=1)
 
-  def fetch(s):  # Step s's batch: the pixels (integers, in bfloat16) and the one-hot labels.
-    plgpu.copy_gmem_to_smem(x_in.at[s], x, tma.at[5])
-    plgpu.copy_gmem_to_smem(onehot_in.at[s], onehot, tma.at[6])
+  def tile(j):  # Inputs 64j .. 64j + 63.
+    return pl.ds(64 * j, 64)
+
+  def part_sum(a):  # (64, 16 parts) -> (64, 16): the products of the parts added up
+    return functools.reduce(jnp.add, [a[:, UNITS * p:UNITS * (p + 1)] for p in range(parts)])
+
+  def fetch_x(s, j):  # Tile j of step s's pixels (integers, in bfloat16).
+    plgpu.copy_gmem_to_smem(x_in.at[s, :, tile(j)], x.at[j], x_arrived)
 
   def meet(i):  # A barrier of the whole cluster.
     plgpu.barrier_arrive(barrier.at[i])
     plgpu.barrier_wait(barrier.at[i])
 
   # The launch's inputs. W0 comes as its three bfloat16 parts, its float32 value exactly.
-  for p, ref in enumerate(w0_all):
-    plgpu.copy_gmem_to_smem(w0p_in.at[p, c], ref, tma.at[p])
-  plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[3])
-  plgpu.copy_gmem_to_smem(small_in.at[c], small, tma.at[4])
-  fetch(0)
-  for i in range(5):
+  plgpu.copy_gmem_to_smem(w0p_in.at[c], w0p, tma.at[0])
+  plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[1])
+  plgpu.copy_gmem_to_smem(small_in.at[c], small, tma.at[2])
+  plgpu.copy_gmem_to_smem(onehot_in.at[0], onehot, tma.at[3])
+  for j in range(TILES):
+    fetch_x(0, j)
+  for i in range(3):
     plgpu.barrier_wait(tma.at[i])
-  w0 = tuple(functools.reduce(jnp.add, [_load(ref.at[pl.ds(64 * j, 64)], plgpu.Layout.WGMMA)
-                                         .astype(f32) for ref in w0_all])
+  w0 = tuple(functools.reduce(jnp.add, [_load(w0p.at[tile(j), pl.ds(UNITS * p, UNITS)],
+                                              plgpu.Layout.WGMMA).astype(f32) for p in range(3)])
              for j in range(TILES))
   w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
   b0, b1 = _load(small.at[ROW_B0], by_col), _load(small.at[ROW_B1], by_col)
@@ -133,15 +145,16 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def step(s, parity, carry):
     w0, w1, b0, b1 = carry
     with jax.named_scope("wait_x"):
-      plgpu.barrier_wait(tma.at[5])
+      plgpu.barrier_wait(x_arrived)
 
-    def forward(acc):
-      for ref in w0_parts:
-        plgpu.wgmma(acc, x, ref)
+    def forward(acc):  # x times W0's parts side by side: x is read once
+      for j in range(TILES):
+        plgpu.wgmma(acc, x.at[j], w0p.at[tile(j), used])
       plgpu.wgmma_wait(0)
       return acc[...]
     with jax.named_scope("forward"):
-      z = pl.run_scoped(forward, plgpu.ACC((BATCH, UNITS), f32)) / 255.0 + cols(b0)
+      z = part_sum(pl.run_scoped(forward, plgpu.ACC((BATCH, UNITS * parts), f32)))
+      z = z / 255.0 + cols(b0)
     with jax.named_scope("partials"):
       h = jnp.maximum(z, 0.0)
       for k in range(CLASSES):
@@ -153,17 +166,17 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       for k in range(CLASSES):
         @pl.when(c == k)
         def _():
-          logits = _load(plgpu.cluster_ref(part[parity][k], {"cta": 0}), by_row)
-          for peer in range(1, CTAS):  # A fixed order.
-            logits = logits + _load(plgpu.cluster_ref(part[parity][k], {"cta": peer}), by_row)
-          col[parity][...] = logits + entry(b1, k)
+          # All 16 reads first (in flight together), then added up in CTA order.
+          peers = [_load(plgpu.cluster_ref(part[parity][k], {"cta": peer}), by_row)
+                   for peer in range(CTAS)]
+          col[parity][...] = functools.reduce(jnp.add, peers) + entry(b1, k)
 
     with jax.named_scope("exchange_2"):
       meet(2 + parity)  # Every CTA reads the logits and takes the softmax.
     with jax.named_scope("read_logits"):
       logits = [_load(plgpu.cluster_ref(col[parity], {"cta": k}), by_row)
                 for k in range(CLASSES)]
-      plgpu.barrier_wait(tma.at[6])
+      plgpu.barrier_wait(tma.at[3])
     with jax.named_scope("softmax"):
       labels = [_load(onehot.at[k], by_row) for k in range(CLASSES)]
       top = functools.reduce(jnp.maximum, logits)
@@ -188,29 +201,32 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       by_class = functools.reduce(jnp.add, [rows(d) * cols(_load(eye.at[k], by_col))
                                             for k, d in enumerate(dlogits)])
       db1 = jnp.sum(by_class, axis=0)
-      for ref, bits in zip(dz_parts, split3(dz)):  # zip: the first ``parts``
-        ref[...] = bits
+      for p, bits in enumerate(split3(dz)[:parts]):
+        dzp.at[:, pl.ds(UNITS * p, UNITS)][...] = bits
       plgpu.commit_smem()  # Visible to the tensor cores.
+
+    @pl.when(s + 1 < steps)
+    def _():  # The labels are read.
+      plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[3])
 
     new_w0 = []
     with jax.named_scope("backward_w0"):
       for j in range(TILES):
-        def tile_grad(acc):  # x[:, tile]^T dz: 64 inputs by the CTA's units
-          for ref in dz_parts:
-            plgpu.wgmma(acc, x.at[:, pl.ds(64 * j, 64)].transpose((1, 0)), ref)
+        def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
+          plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
           plgpu.wgmma_wait(0)
           return acc[...]
-        grad = pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS), f32))
+        grad = part_sum(pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS * parts), f32)))
+
+        @pl.when(s + 1 < steps)
+        def _():  # This tile of x is done with: the next batch's comes in behind the backward.
+          fetch_x(s + 1, j)
         w = w0[j] - lr * grad / 255.0  # as the twin rounds it
-        for ref, bits in zip(w0_parts, split3(w)):
-          ref.at[pl.ds(64 * j, 64)][...] = bits
+        for p, bits in enumerate(split3(w)[:parts]):
+          w0p.at[tile(j), pl.ds(UNITS * p, UNITS)][...] = bits
         new_w0.append(w)
 
-    with jax.named_scope("fetch"):
-      @pl.when(s + 1 < steps)
-      def _():
-        fetch(s + 1)
-      plgpu.commit_smem()
+    plgpu.commit_smem()  # W0's new parts, for the next forward
     w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
     return tuple(new_w0), w1, b0 - lr * db0, b1 - lr * db1
 
@@ -228,11 +244,10 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   small.at[ROW_B0][...] = b0
   small.at[ROW_B1][...] = b1  # The same in every CTA.
   for j in range(TILES):  # The parts the products did not take (the last step stored the rest).
-    for ref, bits in list(zip(w0_all, split3(w0[j])))[parts:]:
-      ref.at[pl.ds(64 * j, 64)][...] = bits
+    for p, bits in list(enumerate(split3(w0[j])))[parts:]:
+      w0p.at[tile(j), pl.ds(UNITS * p, UNITS)][...] = bits
   plgpu.commit_smem()
-  for p, ref in enumerate(w0_all):
-    plgpu.copy_smem_to_gmem(ref, w0p_out.at[p, c])
+  plgpu.copy_smem_to_gmem(w0p, w0p_out.at[c])
   plgpu.copy_smem_to_gmem(small, small_out.at[c])
   plgpu.wait_smem_to_gmem(0)
 
@@ -249,22 +264,23 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts),
-      out_type=(jax.ShapeDtypeStruct((3, CTAS, PADDED, UNITS), bf16),
+      out_type=(jax.ShapeDtypeStruct((CTAS, PADDED, 3 * UNITS), bf16),
                 jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
       grid=(1,), grid_names=("grid",), cluster=(CTAS,), cluster_names=("cta",),
       compiler_params=plgpu.CompilerParams(**params),
       **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
       scratch_types=[
-          plgpu.SMEM((BATCH, PADDED), bf16, transforms=tiles),  # x
-          *[plgpu.SMEM((PADDED, UNITS), bf16, transforms=tiles) for _ in range(3)],  # W0
-          *[plgpu.SMEM((BATCH, UNITS), bf16, transforms=tiles) for _ in range(3)],  # dz
+          plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),  # x, by tiles of 64 inputs
+          plgpu.SMEM((PADDED, 3 * UNITS), bf16, transforms=tiles),  # W0's parts side by side
+          plgpu.SMEM((BATCH, 3 * UNITS), bf16, transforms=tiles),  # dz's parts side by side
           plgpu.SMEM((BATCH,), f32), plgpu.SMEM((BATCH,), f32),  # a class's logits
           plgpu.SMEM((CLASSES, BATCH), f32),  # the one-hot labels, class by class
           plgpu.SMEM((LANES, LANES), f32),  # the identity (its rows pick a class)
           plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T, b0[units] and b1, in and out
           plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
-          plgpu.Barrier(num_barriers=7),
+          plgpu.Barrier(num_barriers=4),
+          plgpu.Barrier(num_arrivals=TILES),  # x, tile by tile
           plgpu.ClusterBarrier(collective_axes=("cta",), num_barriers=5),
           *[plgpu.SMEM((BATCH,), f32) for _ in range(2 * CLASSES)],  # partial logits
       ])
@@ -272,8 +288,9 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
 
 def _pack(params):
   """params [{"w": (784, 256), "b": (256,)}, {"w": (256, 10), "b": (10,)}] as the kernel's
-  inputs: W0's columns by CTA, padded to 832 inputs and split in three; each CTA's rows of W1
-  (transposed, classes padded to 16), its b0 and b1 as rows of one small matrix."""
+  inputs: W0's columns by CTA, padded to 832 inputs, split in three parts set side by side
+  (CTA, input, part * 16 + unit); each CTA's rows of W1 (transposed, classes padded to 16),
+  its b0 and b1 as rows of one small matrix."""
   w0 = jnp.pad(params[0]["w"], ((0, PADDED - INPUTS), (0, 0)))
   w0 = w0.reshape(PADDED, CTAS, UNITS).transpose(1, 0, 2)
   w1 = jnp.pad(params[1]["w"], ((0, 0), (0, LANES - CLASSES)))
@@ -281,12 +298,13 @@ def _pack(params):
   small = jnp.concatenate([w1.reshape(CTAS, UNITS, LANES).transpose(0, 2, 1),
                            params[0]["b"].reshape(CTAS, 1, UNITS),
                            jnp.broadcast_to(b1, (CTAS, 1, LANES))], axis=1)
-  return jnp.stack(split3(w0)), small
+  return jnp.concatenate(split3(w0), axis=2), small
 
 
 def _unpack(w0p, small):
   f32 = jnp.float32
-  w0 = (w0p[0].astype(f32) + w0p[1].astype(f32)) + w0p[2].astype(f32)  # exact
+  hi, mid, lo = (w0p[:, :, UNITS * p:UNITS * (p + 1)].astype(f32) for p in range(3))
+  w0 = (hi + mid) + lo  # exact
   w0 = w0.transpose(1, 0, 2).reshape(PADDED, HIDDEN)[:INPUTS]
   w1 = small[:, :LANES].transpose(0, 2, 1).reshape(HIDDEN, LANES)[:, :CLASSES]
   return [{"w": w0, "b": small[:, ROW_B0].reshape(HIDDEN)},
