@@ -117,6 +117,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def tile(j):  # Inputs 64j .. 64j + 63.
     return pl.ds(64 * j, 64)
 
+  def w0_part(j, p):  # Part p of W0's tile j, in shared memory.
+    return w0p.at[tile(j), pl.ds(UNITS * p, UNITS)]
+
   def part_sum(a):  # (64, 16 parts) -> (64, 16): the products of the parts added up
     return functools.reduce(jnp.add, [a[:, UNITS * p:UNITS * (p + 1)] for p in range(parts)])
 
@@ -136,8 +139,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     fetch_x(0, j)
   for i in range(3):
     plgpu.barrier_wait(tma.at[i])
-  w0 = tuple(functools.reduce(jnp.add, [_load(w0p.at[tile(j), pl.ds(UNITS * p, UNITS)],
-                                              plgpu.Layout.WGMMA).astype(f32) for p in range(3)])
+  w0 = tuple(functools.reduce(jnp.add, [_load(w0_part(j, p), plgpu.Layout.WGMMA).astype(f32)
+                                         for p in range(3)])
              for j in range(TILES))
   w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
   b0, b1 = _load(small.at[ROW_B0], by_col), _load(small.at[ROW_B1], by_col)
@@ -223,7 +226,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
           fetch_x(s + 1, j)
         w = w0[j] - lr * grad / 255.0  # as the twin rounds it
         for p, bits in enumerate(split3(w)[:parts]):
-          w0p.at[tile(j), pl.ds(UNITS * p, UNITS)][...] = bits
+          w0_part(j, p)[...] = bits
         new_w0.append(w)
 
     plgpu.commit_smem()  # W0's new parts, for the next forward
@@ -244,8 +247,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   small.at[ROW_B0][...] = b0
   small.at[ROW_B1][...] = b1  # The same in every CTA.
   for j in range(TILES):  # The parts the products did not take (the last step stored the rest).
-    for p, bits in list(enumerate(split3(w0[j])))[parts:]:
-      w0p.at[tile(j), pl.ds(UNITS * p, UNITS)][...] = bits
+    bits = split3(w0[j])
+    for p in range(parts, 3):
+      w0_part(j, p)[...] = bits[p]
   plgpu.commit_smem()
   plgpu.copy_smem_to_gmem(w0p, w0p_out.at[c])
   plgpu.copy_smem_to_gmem(small, small_out.at[c])
