@@ -3,8 +3,8 @@
 The network is 784 -> 256 (ReLU) -> 10 with biases, softmax cross-entropy and plain SGD,
 batch 64: the project's MLP reference workload. One launch runs every step of an epoch in
 one cluster of 16 CTAs, one warpgroup each. CTA c owns hidden units 16c .. 16c + 15: its
-columns of W0 (kept in registers for the whole launch, as thirteen (64, 16) tiles of 64
-inputs), its entries of b0 and its rows of W1. b1 is held by every CTA and updated the same
+columns of W0 (kept in shared memory for the whole launch, in thirteen tiles of 64 inputs),
+its entries of b0 and its rows of W1 (in registers). b1 is held by every CTA and updated the same
 way everywhere. A step, in each CTA:
 
   forward    z = x W0[:, units] / 255 + b0, a (64, 16) wgmma product over the 784 inputs
@@ -15,8 +15,8 @@ way everywhere. A step, in each CTA:
   exchange 2 a cluster barrier; every CTA reads the 10 logit columns, adds b1 and takes the
              softmax, the loss and dL/dlogits itself (the same bits everywhere)
   backward   dh = dL/dlogits W1[units]^T, dz = dh [z > 0]; dW1, db0 and db1 as sums over the
-             rows; dW0 = x^T dz / 255 as thirteen (64, 16) wgmma products, each tile of W0
-             updated as soon as its product is done
+             rows; dW0 = x^T dz / 255 as thirteen (64, 16) wgmma products, a loop over W0's
+             tiles, each updated as soon as its product is done
 
 Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
@@ -25,8 +25,9 @@ each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24:
 sums round. The parts sit side by side in shared memory (W0's as (832, 48), dz's as (64, 48)),
 so one wgmma of N = 48 takes all three and reads x once; the three 16-column groups of its
 result are added after. At reduced precision the products take fewer parts (``PARTS``: tf32
-two, bfloat16 one); W0 itself stays float32 in registers and goes in and out as three parts,
-exactly. bfloat16 wgmma takes x transposed from shared memory, so x^T is never formed.
+two, bfloat16 one); W0 itself is kept as all three parts, its float32 value exactly: the
+update adds them up, and stores the new value's three parts. bfloat16 wgmma takes x
+transposed from shared memory, so x^T is never formed.
 
 The batch comes by TMA in thirteen tiles of 64 inputs, and the next step's tile j is fetched
 as soon as the backward's tile j is done with it, so the copy runs behind the backward.
@@ -37,14 +38,14 @@ a fixed order.
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.1e-6 of
 ``reference`` in float64, ``experiments.check_kernels --only=cluster_mlp`` against train_step)
-but slow: 24.6 us a step
-against 32.7 for xla's scan in the same process, and the grid-barrier epoch kernel's 13.4
-(docs/PERFORMANCE.md, "Where cluster_mlp's step goes"). Its products take about 2.5 us of that;
-most of the rest is register math on one warpgroup a CTA, with ptxas at 255 registers and
-spilling. The trainer does not use it. ``reference`` is its plain-jnp twin; ``profile_dir``
-times its phases (``PHASES``) with Mosaic GPU's profiler; ``interpret=True`` runs it in Mosaic
-GPU's interpreter (jax >= 0.11; jax 0.11.2's needs a local patch for reads of a peer's shared
-memory).
+but slower than the grid-barrier epoch kernel (13.4 us a step): 14.5 us a step against 33.2
+for xla's scan in the same process, measured on a scratch copy with this form's backward loop
+(24.6 us with the thirteen tiles unrolled: docs/PERFORMANCE.md, "Where cluster_mlp's step
+goes"). Its products take about 2.5 us of a step; most of the rest is register math on one
+warpgroup a CTA. The trainer does not use it. ``reference`` is its plain-jnp twin;
+``profile_dir`` times its phases (``PHASES``) with Mosaic GPU's profiler; ``interpret=True``
+runs it in Mosaic GPU's interpreter (jax >= 0.11; jax 0.11.2's needs a local patch for reads
+of a peer's shared memory).
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
             x, w0p, dzp, col0, col1, onehot, eye, small, met,
-            tma, x_arrived, barrier, *part_refs, steps: int, lr: float, parts: int):
+            tma, x_arrived, barrier, *part_refs, steps: int, lr: float, parts: int,
+            unroll: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
@@ -120,6 +122,10 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def w0_part(j, p):  # Part p of W0's tile j, in shared memory.
     return w0p.at[tile(j), pl.ds(UNITS * p, UNITS)]
 
+  def w0_tile(j):  # W0's tile j in float32: its three parts added up, exactly
+    return functools.reduce(jnp.add, [_load(w0_part(j, p), plgpu.Layout.WGMMA).astype(f32)
+                                      for p in range(3)])
+
   def part_sum(a):  # (64, 16 parts) -> (64, 16): the products of the parts added up
     return functools.reduce(jnp.add, [a[:, UNITS * p:UNITS * (p + 1)] for p in range(parts)])
 
@@ -139,14 +145,11 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     fetch_x(0, j)
   for i in range(3):
     plgpu.barrier_wait(tma.at[i])
-  w0 = tuple(functools.reduce(jnp.add, [_load(w0_part(j, p), plgpu.Layout.WGMMA).astype(f32)
-                                         for p in range(3)])
-             for j in range(TILES))
   w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
   b0, b1 = _load(small.at[ROW_B0], by_col), _load(small.at[ROW_B1], by_col)
 
   def step(s, parity, carry):
-    w0, w1, b0, b1 = carry
+    w1, b0, b1 = carry
     with jax.named_scope("wait_x"):
       plgpu.barrier_wait(x_arrived)
 
@@ -212,44 +215,48 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     def _():  # The labels are read.
       plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[3])
 
-    new_w0 = []
-    with jax.named_scope("backward_w0"):
-      for j in range(TILES):
-        def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
-          plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
-          plgpu.wgmma_wait(0)
-          return acc[...]
-        grad = part_sum(pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS * parts), f32)))
+    def backward_tile(j, carry):  # dW0's tile j, and W0's tile j updated in place
+      def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
+        plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
+        plgpu.wgmma_wait(0)
+        return acc[...]
+      grad = part_sum(pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS * parts), f32)))
 
-        @pl.when(s + 1 < steps)
-        def _():  # This tile of x is done with: the next batch's comes in behind the backward.
-          fetch_x(s + 1, j)
-        w = w0[j] - lr * grad / 255.0  # as the twin rounds it
-        for p, bits in enumerate(split3(w)[:parts]):
-          w0_part(j, p)[...] = bits
-        new_w0.append(w)
+      @pl.when(s + 1 < steps)
+      def _():  # This tile of x is done with: the next batch's comes in behind the backward.
+        fetch_x(s + 1, j)
+      w = w0_tile(j) - lr * grad / 255.0  # as the twin rounds it
+      for p, bits in enumerate(split3(w)):
+        w0_part(j, p)[...] = bits
+      return carry
+
+    with jax.named_scope("backward_w0"):
+      # A loop on the GPU: unrolled, ptxas spilled around the stores (24.6 us a step, not
+      # 14.5: PERFORMANCE.md, "Where cluster_mlp's step goes"). Mosaic GPU's interpreter (jax
+      # 0.11.2) hangs on a loop inside the step loop, so it runs the same tiles unrolled.
+      if unroll:
+        for j in range(TILES):
+          backward_tile(j, 0)
+      else:
+        lax.fori_loop(0, TILES, backward_tile, 0)
 
     plgpu.commit_smem()  # W0's new parts, for the next forward
     w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
-    return tuple(new_w0), w1, b0 - lr * db0, b1 - lr * db1
+    return w1, b0 - lr * db0, b1 - lr * db1
 
   def two_steps(i, carry):
     carry = step(2 * i, 0, carry)
     return step(2 * i + 1, 1, carry)
 
-  carry = lax.fori_loop(0, steps // 2, two_steps, (w0, w1, b0, b1))
+  carry = lax.fori_loop(0, steps // 2, two_steps, (w1, b0, b1))
   if steps % 2:
     carry = step(steps - 1, 0, carry)
-  w0, w1, b0, b1 = carry
+  w1, b0, b1 = carry
   meet(4)  # No CTA leaves while a peer may still read its buffers.
   for k in range(CLASSES):
     small.at[k][...] = w1[k]
   small.at[ROW_B0][...] = b0
   small.at[ROW_B1][...] = b1  # The same in every CTA.
-  for j in range(TILES):  # The parts the products did not take (the last step stored the rest).
-    bits = split3(w0[j])
-    for p in range(parts, 3):
-      w0_part(j, p)[...] = bits[p]
   plgpu.commit_smem()
   plgpu.copy_smem_to_gmem(w0p, w0p_out.at[c])
   plgpu.copy_smem_to_gmem(small, small_out.at[c])
@@ -267,7 +274,7 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr, parts=parts),
+      functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret),
       out_type=(jax.ShapeDtypeStruct((CTAS, PADDED, 3 * UNITS), bf16),
                 jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
