@@ -233,7 +233,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     with jax.named_scope("backward_w0"):
       # A loop on the GPU: unrolled, ptxas spilled around the stores (24.6 us a step, not
       # 14.5: PERFORMANCE.md, "Where cluster_mlp's step goes"). Mosaic GPU's interpreter (jax
-      # 0.11.2) hangs on a loop inside the step loop, so it runs the same tiles unrolled.
+      # 0.11.2) hangs on this loop (cause not found), so it runs the same tiles unrolled.
       if unroll:
         for j in range(TILES):
           backward_tile(j, 0)
