@@ -89,8 +89,7 @@ def time_per_step(make, steps: int, repeats: int):
   """(us a step, wrong values): launches of ``steps`` and of ``SHORT`` steps, median each."""
   long_run = make(steps)
   wrong = float(jnp.sum(long_run()))
-  short = hopper.median_seconds(make(SHORT), repeats)
-  return 1e6 * (hopper.median_seconds(long_run, repeats) - short) / (steps - SHORT), wrong
+  return hopper.us_per_step(make(SHORT), long_run, SHORT, steps, repeats), wrong
 
 
 def main(argv):

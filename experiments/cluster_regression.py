@@ -97,12 +97,11 @@ def check_and_time(hidden: int):
   want = reference(w0, w1, xs, ys, FLAGS.lr)
   loss_err = float(np.max(np.abs(got[2] - want[2]) / want[2]))
   w_err = max(float(np.max(np.abs(g - w) / np.max(np.abs(w)))) for g, w in zip(got, want[:2]))
-  seconds = {}
-  for steps in (SHORT, FLAGS.steps):
+  def launch(steps):  # A call of the kernel over ``steps`` steps.
     args = [jnp.asarray(a) for a in problem(hidden, 1, steps)]
     fn = train(FLAGS.lr)
-    seconds[steps] = hopper.median_seconds(lambda: fn(*args), FLAGS.repeats)
-  us = 1e6 * (seconds[FLAGS.steps] - seconds[SHORT]) / (FLAGS.steps - SHORT)
+    return lambda: fn(*args)
+  us = hopper.us_per_step(launch(SHORT), launch(FLAGS.steps), SHORT, FLAGS.steps, FLAGS.repeats)
   return us, loss_err, w_err, compile_s, got[2][-1], want[2][-1]
 
 

@@ -26,3 +26,11 @@ def median_seconds(fn, repeats: int) -> float:
     jax.block_until_ready(fn())
     times.append(time.perf_counter() - t0)
   return statistics.median(times)
+
+
+def us_per_step(run_short, run_long, short_steps: int, long_steps: int, repeats: int) -> float:
+  """Microseconds a step from launches of ``short_steps`` and ``long_steps`` steps (each the
+  median of ``repeats`` calls): their difference over the difference in steps, so the launch
+  itself drops out."""
+  short = median_seconds(run_short, repeats)
+  return 1e6 * (median_seconds(run_long, repeats) - short) / (long_steps - short_steps)

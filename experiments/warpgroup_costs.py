@@ -74,10 +74,10 @@ def probe(piece: str, n: int, iterations: int):
     def iteration(i, total):
       if piece == "forward":
         return total + pl.run_scoped(forward, gpu.ACC((64, n), f32))
+      parts, fetched = update_refs if stores else (None, None)
       for j in range(TILES):
         grad = pl.run_scoped(functools.partial(backward_tile, j), gpu.ACC((64, n), f32))
         if stores:
-          parts, fetched = update_refs
           if piece == "update+tma":
             gpu.copy_gmem_to_smem(x_in.at[j], x.at[j], fetched)
           for p, bits in enumerate(split3(grad[:, :16])):
@@ -86,7 +86,7 @@ def probe(piece: str, n: int, iterations: int):
       if stores:
         gpu.commit_smem()
       if piece == "update+tma":
-        gpu.barrier_wait(update_refs[1])
+        gpu.barrier_wait(fetched)
       return total
 
     zeros = gpu.layout_cast(jnp.zeros((64, n), f32), gpu.Layout.WGMMA)  # the results' layout
@@ -116,9 +116,8 @@ def main(argv):
       w = jnp.asarray(rng.integers(0, 3, (TILES * 64, n)), jnp.bfloat16)
       short, long_run = probe(piece, n, SHORT), probe(piece, n, LONG)
       right = np.array_equal(np.asarray(short(x, w), np.float64), expected(piece, x, w, SHORT))
-      seconds = (hopper.median_seconds(lambda: long_run(x, w), _REPEATS.value)
-                 - hopper.median_seconds(lambda: short(x, w), _REPEATS.value))
-      us = 1e6 * seconds / (LONG - SHORT)
+      us = hopper.us_per_step(lambda: short(x, w), lambda: long_run(x, w), SHORT, LONG,
+                              _REPEATS.value)
       print(f"{piece:>11s} {n:3d} {us:8.3f} {1e3 * us / (4 * TILES):8.1f} {str(right):>5s}",
             flush=True)
 
