@@ -447,7 +447,8 @@ def cluster_cases(rng, interpret):
 
 
 # Steps: one, and an odd count over the kernel's two-step loop and its last step. Each count is
-# its own kernel: compiling one took 40 s (100 steps) to 121 s (937, tiles unrolled) on the H100.
+# its own kernel: compiling one takes about 1 to 2.5 minutes on the H100 (four took 3.7 minutes
+# side by side with other compiles, 2026-11-25).
 CLUSTER_MLP_STEPS = [1, 7]
 
 

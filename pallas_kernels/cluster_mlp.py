@@ -3,20 +3,21 @@
 The network is 784 -> 256 (ReLU) -> 10 with biases, softmax cross-entropy and plain SGD,
 batch 64: the project's MLP reference workload. One launch runs every step of an epoch in
 one cluster of 16 CTAs, one warpgroup each. CTA c owns hidden units 16c .. 16c + 15: its
-columns of W0 (kept in shared memory for the whole launch, in thirteen tiles of 64 inputs),
-its entries of b0 and its rows of W1 (in registers). b1 is held by every CTA and updated the same
-way everywhere. A step, in each CTA:
+columns of W0 (kept in shared memory for the whole launch, in thirteen tiles of 64 inputs), with
+b0 as W0's row 784 (the images' input 784 is 255, so x W0 / 255 adds b0, and that row's update
+is b0's), and its rows of W1 (in registers). b1 is held by every CTA and updated the same way
+everywhere. A step, in each CTA:
 
-  forward    z = x W0[:, units] / 255 + b0, a (64, 16) wgmma product over the 784 inputs
-             (padded to 832), h = relu(z); its partial logits, for each class k the sum over
-             its units of h times W1[units, k], into its shared memory, class by class
+  forward    z = x W0[:, units] / 255, a (64, 16) wgmma product over the 785 inputs (padded to
+             832), h = relu(z); its partial logits, for each class k the sum over its units of
+             h times W1[units, k], into its shared memory, class by class
   exchange 1 a cluster barrier; CTA k < 10 adds class k's partials of the 16 CTAs in CTA
              order (distributed shared memory)
   exchange 2 a cluster barrier; every CTA reads the 10 logit columns, adds b1 and takes the
              softmax, the loss and dL/dlogits itself (the same bits everywhere)
-  backward   dh = dL/dlogits W1[units]^T, dz = dh [z > 0]; dW1, db0 and db1 as sums over the
-             rows; dW0 = x^T dz / 255 as thirteen (64, 16) wgmma products, a loop over W0's
-             tiles, each updated as soon as its product is done
+  backward   dh = dL/dlogits W1[units]^T, dz = dh [z > 0]; dW1 and db1, sums over the batch, as
+             one small wgmma product (``small_grads``); dW0 = x^T dz / 255 as thirteen (64, 16)
+             wgmma products, a loop over W0's tiles, each updated as soon as its product is done
 
 Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
@@ -32,20 +33,21 @@ transposed from shared memory, so x^T is never formed.
 The batch comes by TMA in thirteen tiles of 64 inputs, and the next step's tile j is fetched
 as soon as the backward's tile j is done with it, so the copy runs behind the backward.
 The exchanges are small (class k's 64 partial logits from each CTA; then the 10 columns of
-logits), and alternate between two buffers by step parity like ``cluster_epoch``'s. The CTA
+logits), one buffer each: a step's second barrier orders its reads before the next step's
+writes. Shared memory is the limit (x 104 KB, W0's parts 78 KB, and Mosaic GPU rounds every
+buffer up to 1 KB): the backward's operands take turns in one memory (a ``RefUnion``). The CTA
 0 writes each step's per-row losses and correct flags; they are added up after the launch in
 a fixed order.
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.1e-6 of
-``reference`` in float64, ``experiments.check_kernels --only=cluster_mlp`` against train_step)
-but slower than the grid-barrier epoch kernel (13.4 us a step): 14.5 us a step against 33.2
-for xla's scan in the same process, measured on a scratch copy with this form's backward loop
-(24.6 us with the thirteen tiles unrolled: docs/PERFORMANCE.md, "Where cluster_mlp's step
-goes"). Its products take about 2.5 us of a step; most of the rest is register math on one
-warpgroup a CTA. The trainer does not use it. ``reference`` is its plain-jnp twin;
-``profile_dir`` times its phases (``PHASES``) with Mosaic GPU's profiler; ``interpret=True``
-runs it in Mosaic GPU's interpreter (jax >= 0.11; jax 0.11.2's needs a local patch for reads
-of a peer's shared memory).
+``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
+A whole epoch: 11.75 us a step in float32 against 32.8 for xla's scan in the same process,
+10.1 in bfloat16, 12.9 in tf32; the grid-barrier epoch kernel (``mlp_epoch``) took 13.4, 10.0
+and 9.6 in the last full bench (docs/PERFORMANCE.md, "Where cluster_mlp's step goes"). So the
+trainer runs it for float32 on Hopper (``jaxshallow.fused_epoch``). It compiles slowly: 80 to
+240 s. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``) with
+Mosaic GPU's profiler; ``interpret=True`` runs it in Mosaic GPU's interpreter (jax >= 0.11; jax
+0.11.2's needs a local patch for reads of a peer's shared memory).
 """
 
 from __future__ import annotations
@@ -62,16 +64,18 @@ from pallas_kernels.hopper_dense import load as _load, split3
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
 INPUTS = 784
-PADDED = 832  # 13 tiles of 64 inputs: the backward's wgmma M.
+PADDED = 832  # 13 tiles of 64 inputs (the backward's wgmma M); input 784 is b0's (x = 255).
 TILES = PADDED // 64
 HIDDEN = 256
 CTAS = 16  # The largest cluster Hopper launches.
 UNITS = HIDDEN // CTAS
 CLASSES = 10
 LANES = 16  # Classes padded to a wgmma N.
-# A CTA's small parameters, one (16,) row each: W1[units, k] for k < 16, then b0[units], b1.
-ROW_B0, ROW_B1 = LANES, LANES + 1
+# A CTA's small parameters, one (16,) row each: W1[units, k] for k < 16, then b1, then a row
+# of zeros (jax 0.10's copies move whole 128-byte lines).
+ROW_B1 = LANES
 SMALL_ROWS = LANES + 2
+ONES = CLASSES  # The column of ones beside dL/dlogits in the small products (a padded class).
 PARTS = {"float32": 3, "tf32": 2, "bfloat16": 1}  # bfloat16 parts of W0 and dz in the products
 PHASES = ("wait_x", "forward", "partials", "exchange_1", "sum_class", "exchange_2", "read_logits",
           "softmax", "backward_small", "backward_w0")  # Mosaic GPU profiler scopes
@@ -95,8 +99,8 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
 
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
-            x, w0p, dzp, col0, col1, onehot, eye, small, met,
-            tma, x_arrived, barrier, *part_refs, steps: int, lr: float, parts: int,
+            x, w0p, backward_buffers, logit_col, onehot, eye, small, met,
+            tma, x_arrived, barrier, *partials, steps: int, lr: float, parts: int,
             unroll: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
@@ -104,8 +108,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
   used = pl.ds(0, UNITS * parts)  # The parts' columns the products take.
-  # By parity, then class: a peer's view of a part of a buffer does not lower (jax 0.11.2).
-  part, col = (part_refs[:CLASSES], part_refs[CLASSES:]), (col0, col1)
+  # The backward's buffers take turns in one memory (the small products' operands, then their
+  # sums, then dz's parts), so that x, W0 and they fit in the 227 KB of shared memory.
+  (lhs, rhs), sums, dzp = backward_buffers
 
   def rows(v):  # (64,) -> (64, 16): v down the rows
     return lax.broadcast_in_dim(v, (BATCH, LANES), [0])
@@ -118,6 +123,20 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
   def tile(j):  # Inputs 64j .. 64j + 63.
     return pl.ds(64 * j, 64)
+
+  def over_tiles(body):  # body(j) for each tile j of the inputs
+    # A loop on the GPU: unrolled, ptxas spilled (the backward's tiles took 24.6 us a step, not
+    # 14.5; the forward's 2.7 us more: PERFORMANCE.md, "Where cluster_mlp's step goes"). Mosaic
+    # GPU's interpreter (jax 0.11.2) hangs on a loop inside the step loop (cause not found), so
+    # it runs the same tiles unrolled.
+    if unroll:
+      for j in range(TILES):
+        body(j)
+    else:
+      def loop_body(j, carry):
+        body(j)
+        return carry
+      lax.fori_loop(0, TILES, loop_body, 0)
 
   def w0_part(j, p):  # Part p of W0's tile j, in shared memory.
     return w0p.at[tile(j), pl.ds(UNITS * p, UNITS)]
@@ -146,25 +165,53 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   for i in range(3):
     plgpu.barrier_wait(tma.at[i])
   w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
-  b0, b1 = _load(small.at[ROW_B0], by_col), _load(small.at[ROW_B1], by_col)
+  b1 = _load(small.at[ROW_B1], by_col)
+
+  def small_grads(h, dlogits):
+    """dW1[units] (a (16,) row a class) and db1: sums over the batch rows, on the tensor
+    cores (on CUDA cores, each sum over the rows crosses the four warps through shared memory).
+    With d = dL/dlogits as (64, 16) and a column of ones beside it, [d | 1]^T [h | d] holds
+    dW1[units]^T in its first 10 rows and db1 in row ONES. Every part of each side is taken
+    (for float32, 3 x 3 products), so the products are exact and only their sums round."""
+    d = functools.reduce(jnp.add, [rows(v) * cols(_load(eye.at[k], by_col))
+                                   for k, v in enumerate(dlogits)])
+    a = d + cols(_load(eye.at[ONES], by_col))
+    for p, bits in enumerate(split3(a)[:parts]):  # [d | 1]^T: rows 16p .. 16p + 15 of the lhs
+      lhs.at[:, pl.ds(LANES * p, LANES)][...] = bits
+    for q, (hq, dq) in enumerate(list(zip(split3(h), split3(d)))[:parts]):
+      rhs.at[q, :, pl.ds(0, UNITS)][...] = hq
+      rhs.at[q, :, pl.ds(UNITS, LANES)][...] = dq
+    plgpu.commit_smem()  # Visible to the tensor cores.
+
+    def products(acc):  # row 16p + k, column c: part p of [d | 1][:, k] times all of [h | d][:, c]
+      for q in range(parts):
+        plgpu.wgmma(acc, lhs.transpose((1, 0)), rhs.at[q])
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    sums[...] = pl.run_scoped(products, plgpu.ACC((BATCH, UNITS + LANES), f32))
+    plgpu.commit_smem()  # The rows of a part are in another warp: through shared memory.
+
+    def row(r, start):  # Row r's 16 columns from start, every part's row added up
+      return functools.reduce(jnp.add, [_load(sums.at[LANES * p + r, pl.ds(start, 16)], by_col)
+                                        for p in range(parts)])
+    return [row(k, 0) for k in range(CLASSES)], row(ONES, UNITS)
 
   def step(s, parity, carry):
-    w1, b0, b1 = carry
+    w1, b1 = carry
     with jax.named_scope("wait_x"):
       plgpu.barrier_wait(x_arrived)
 
     def forward(acc):  # x times W0's parts side by side: x is read once
-      for j in range(TILES):
-        plgpu.wgmma(acc, x.at[j], w0p.at[tile(j), used])
+      over_tiles(lambda j: plgpu.wgmma(acc, x.at[j], w0p.at[tile(j), used]))
       plgpu.wgmma_wait(0)
       return acc[...]
     with jax.named_scope("forward"):
       z = part_sum(pl.run_scoped(forward, plgpu.ACC((BATCH, UNITS * parts), f32)))
-      z = z / 255.0 + cols(b0)
+      z = z / 255.0  # b0 included: it is W0's row 784, times x's 255
     with jax.named_scope("partials"):
       h = jnp.maximum(z, 0.0)
       for k in range(CLASSES):
-        part[parity][k][...] = jnp.sum(h * cols(w1[k]), axis=1)
+        partials[k][...] = jnp.sum(h * cols(w1[k]), axis=1)
 
     with jax.named_scope("exchange_1"):
       meet(parity)  # CTA k adds up class k's partial logits.
@@ -173,14 +220,14 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
         @pl.when(c == k)
         def _():
           # All 16 reads first (in flight together), then added up in CTA order.
-          peers = [_load(plgpu.cluster_ref(part[parity][k], {"cta": peer}), by_row)
+          peers = [_load(plgpu.cluster_ref(partials[k], {"cta": peer}), by_row)
                    for peer in range(CTAS)]
-          col[parity][...] = functools.reduce(jnp.add, peers) + entry(b1, k)
+          logit_col[...] = functools.reduce(jnp.add, peers) + entry(b1, k)
 
     with jax.named_scope("exchange_2"):
       meet(2 + parity)  # Every CTA reads the logits and takes the softmax.
     with jax.named_scope("read_logits"):
-      logits = [_load(plgpu.cluster_ref(col[parity], {"cta": k}), by_row)
+      logits = [_load(plgpu.cluster_ref(logit_col, {"cta": k}), by_row)
                 for k in range(CLASSES)]
       plgpu.barrier_wait(tma.at[3])
     with jax.named_scope("softmax"):
@@ -202,11 +249,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     with jax.named_scope("backward_small"):
       dh = functools.reduce(jnp.add, [rows(d) * cols(w) for d, w in zip(dlogits, w1)])
       dz = jnp.where(z > 0.0, dh, 0.0)
-      dw1 = [jnp.sum(h * rows(d), axis=0) for d in dlogits]
-      db0 = jnp.sum(dz, axis=0)
-      by_class = functools.reduce(jnp.add, [rows(d) * cols(_load(eye.at[k], by_col))
-                                            for k, d in enumerate(dlogits)])
-      db1 = jnp.sum(by_class, axis=0)
+      dw1, db1 = small_grads(h, dlogits)
+      plgpu.commit_smem()  # Every thread has read the sums: dzp takes their memory.
       for p, bits in enumerate(split3(dz)[:parts]):
         dzp.at[:, pl.ds(UNITS * p, UNITS)][...] = bits
       plgpu.commit_smem()  # Visible to the tensor cores.
@@ -215,7 +259,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     def _():  # The labels are read.
       plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[3])
 
-    def backward_tile(j, carry):  # dW0's tile j, and W0's tile j updated in place
+    def backward_tile(j):  # dW0's tile j, and W0's tile j updated in place
       def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
         plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
         plgpu.wgmma_wait(0)
@@ -228,34 +272,25 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       w = w0_tile(j) - lr * grad / 255.0  # as the twin rounds it
       for p, bits in enumerate(split3(w)):
         w0_part(j, p)[...] = bits
-      return carry
 
     with jax.named_scope("backward_w0"):
-      # A loop on the GPU: unrolled, ptxas spilled around the stores (24.6 us a step, not
-      # 14.5: PERFORMANCE.md, "Where cluster_mlp's step goes"). Mosaic GPU's interpreter (jax
-      # 0.11.2) hangs on this loop (cause not found), so it runs the same tiles unrolled.
-      if unroll:
-        for j in range(TILES):
-          backward_tile(j, 0)
-      else:
-        lax.fori_loop(0, TILES, backward_tile, 0)
+      over_tiles(backward_tile)
 
     plgpu.commit_smem()  # W0's new parts, for the next forward
     w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
-    return w1, b0 - lr * db0, b1 - lr * db1
+    return w1, b1 - lr * db1
 
   def two_steps(i, carry):
     carry = step(2 * i, 0, carry)
     return step(2 * i + 1, 1, carry)
 
-  carry = lax.fori_loop(0, steps // 2, two_steps, (w1, b0, b1))
+  carry = lax.fori_loop(0, steps // 2, two_steps, (w1, b1))
   if steps % 2:
     carry = step(steps - 1, 0, carry)
-  w1, b0, b1 = carry
+  w1, b1 = carry
   meet(4)  # No CTA leaves while a peer may still read its buffers.
   for k in range(CLASSES):
     small.at[k][...] = w1[k]
-  small.at[ROW_B0][...] = b0
   small.at[ROW_B1][...] = b1  # The same in every CTA.
   plgpu.commit_smem()
   plgpu.copy_smem_to_gmem(w0p, w0p_out.at[c])
@@ -284,31 +319,37 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
       scratch_types=[
           plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),  # x, by tiles of 64 inputs
           plgpu.SMEM((PADDED, 3 * UNITS), bf16, transforms=tiles),  # W0's parts side by side
-          plgpu.SMEM((BATCH, 3 * UNITS), bf16, transforms=tiles),  # dz's parts side by side
-          plgpu.SMEM((BATCH,), f32), plgpu.SMEM((BATCH,), f32),  # a class's logits
+          plgpu.RefUnion(  # one memory, used in turn by
+              (plgpu.SMEM((BATCH, 64), bf16, transforms=tiles),  # [d | 1]'s parts side by side
+               plgpu.SMEM((3, BATCH, UNITS + LANES), bf16, transforms=tiles)),  # [h | d]'s parts
+              plgpu.SMEM((BATCH, UNITS + LANES), f32),  # their products' sums
+              plgpu.SMEM((BATCH, 3 * UNITS), bf16, transforms=tiles)),  # dz's parts side by side
+          plgpu.SMEM((BATCH,), f32),  # a class's logits
           plgpu.SMEM((CLASSES, BATCH), f32),  # the one-hot labels, class by class
           plgpu.SMEM((LANES, LANES), f32),  # the identity (its rows pick a class)
-          plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T, b0[units] and b1, in and out
+          plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T and b1, in and out
           plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
           plgpu.Barrier(num_barriers=4),
           plgpu.Barrier(num_arrivals=TILES),  # x, tile by tile
           plgpu.ClusterBarrier(collective_axes=("cta",), num_barriers=5),
-          *[plgpu.SMEM((BATCH,), f32) for _ in range(2 * CLASSES)],  # partial logits
+          # The partial logits, one buffer a class: a peer's view of a part of a buffer does not
+          # lower (jax 0.11.2).
+          *[plgpu.SMEM((BATCH,), f32) for _ in range(CLASSES)],
       ])
 
 
 def _pack(params):
   """params [{"w": (784, 256), "b": (256,)}, {"w": (256, 10), "b": (10,)}] as the kernel's
-  inputs: W0's columns by CTA, padded to 832 inputs, split in three parts set side by side
-  (CTA, input, part * 16 + unit); each CTA's rows of W1 (transposed, classes padded to 16),
-  its b0 and b1 as rows of one small matrix."""
-  w0 = jnp.pad(params[0]["w"], ((0, PADDED - INPUTS), (0, 0)))
+  inputs: W0's columns by CTA with b0 as input 784's row, padded to 832 inputs, split in three
+  parts set side by side (CTA, input, part * 16 + unit); each CTA's rows of W1 (transposed,
+  classes padded to 16) and b1 as rows of one small matrix."""
+  w0 = _with_bias(params[0]["w"], params[0]["b"])
   w0 = w0.reshape(PADDED, CTAS, UNITS).transpose(1, 0, 2)
   w1 = jnp.pad(params[1]["w"], ((0, 0), (0, LANES - CLASSES)))
   b1 = jnp.pad(params[1]["b"], (0, LANES - CLASSES))
   small = jnp.concatenate([w1.reshape(CTAS, UNITS, LANES).transpose(0, 2, 1),
-                           params[0]["b"].reshape(CTAS, 1, UNITS),
-                           jnp.broadcast_to(b1, (CTAS, 1, LANES))], axis=1)
+                           jnp.broadcast_to(b1, (CTAS, 1, LANES)),
+                           jnp.zeros((CTAS, 1, LANES), b1.dtype)], axis=1)
   return jnp.concatenate(split3(w0), axis=2), small
 
 
@@ -316,18 +357,26 @@ def _unpack(w0p, small):
   f32 = jnp.float32
   hi, mid, lo = (w0p[:, :, UNITS * p:UNITS * (p + 1)].astype(f32) for p in range(3))
   w0 = (hi + mid) + lo  # exact
-  w0 = w0.transpose(1, 0, 2).reshape(PADDED, HIDDEN)[:INPUTS]
+  w0 = w0.transpose(1, 0, 2).reshape(PADDED, HIDDEN)
   w1 = small[:, :LANES].transpose(0, 2, 1).reshape(HIDDEN, LANES)[:, :CLASSES]
-  return [{"w": w0, "b": small[:, ROW_B0].reshape(HIDDEN)},
+  return [{"w": w0[:INPUTS], "b": w0[INPUTS]},
           {"w": w1, "b": small[0, ROW_B1, :CLASSES]}]
+
+
+def _with_bias(w0, b0):
+  """W0 (784, 256) with b0 as row 784, zeros to 832 rows: x's input 784 is 255, so x W0 / 255
+  adds b0, and the update of row 784 is b0's."""
+  return jnp.concatenate([w0, b0[None], jnp.zeros((PADDED - INPUTS - 1, w0.shape[1]), w0.dtype)])
 
 
 def batches(x, labels, order, steps: int):
   """The epoch's batches as the kernel takes them: pixels (steps, 64, 832) in bfloat16 (the
-  uint8 values, exactly) and one-hot labels (steps, 10, 64), class by class."""
+  uint8 values, exactly; input 784 is 255, b0's, the rest 0) and one-hot labels (steps, 10,
+  64), class by class."""
   idx = order[:steps * BATCH]
-  xs = jnp.pad(x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16),
-               ((0, 0), (0, PADDED - INPUTS))).reshape(steps, BATCH, PADDED)
+  pad = jnp.zeros((steps * BATCH, PADDED - INPUTS), jnp.bfloat16).at[:, 0].set(255)
+  xs = jnp.concatenate([x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16), pad],
+                       axis=1).reshape(steps, BATCH, PADDED)
   onehot = jax.nn.one_hot(labels[idx], CLASSES, dtype=jnp.float32).reshape(steps, BATCH, CLASSES)
   return xs, onehot.transpose(0, 2, 1)
 
@@ -347,17 +396,17 @@ def train(params, xs, onehot, lr: float, precision: str = "float32", interpret: 
 
 def reference(params, xs, onehot, lr: float):
   """The plain-jnp twin of ``train``: the same steps at params' dtype's full precision, the
-  pixels' 1/255 applied after the first product and the logits summed over the 16-unit
-  groups in order, as the kernel does."""
+  pixels' 1/255 applied after the first product (b0 in it, as W0's row 784) and the logits
+  summed over the 16-unit groups in order, as the kernel does."""
   hi = lax.Precision.HIGHEST
   dtype = params[0]["w"].dtype
-  w0, b0 = jnp.pad(params[0]["w"], ((0, PADDED - INPUTS), (0, 0))), params[0]["b"]
+  w0 = _with_bias(params[0]["w"], params[0]["b"])
   w1, b1 = params[1]["w"], params[1]["b"]
 
   def step(carry, batch):
-    w0, b0, w1, b1 = carry
+    w0, w1, b1 = carry
     x, t = batch[0].astype(dtype), batch[1].T[:, :CLASSES].astype(dtype)
-    z = jnp.dot(x, w0, precision=hi) / 255.0 + b0
+    z = jnp.dot(x, w0, precision=hi) / 255.0
     h = jnp.maximum(z, 0.0)
     parts = (h[:, :, None] * w1[None]).reshape(BATCH, CTAS, UNITS, CLASSES).sum(axis=2)
     logits = parts[:, 0]
@@ -372,9 +421,9 @@ def reference(params, xs, onehot, lr: float):
     correct = jnp.sum(picked >= top)
     dlogits = (e / total - t) / BATCH
     dz = jnp.where(z > 0, jnp.dot(dlogits, w1.T, precision=hi), 0.0)
-    new = (w0 - lr * jnp.dot(x.T, dz, precision=hi) / 255.0, b0 - lr * jnp.sum(dz, axis=0),
+    new = (w0 - lr * jnp.dot(x.T, dz, precision=hi) / 255.0,
            w1 - lr * jnp.dot(h.T, dlogits, precision=hi), b1 - lr * jnp.sum(dlogits, axis=0))
     return new, (loss, correct)
 
-  (w0, b0, w1, b1), (losses, correct) = lax.scan(step, (w0, b0, w1, b1), (xs, onehot))
-  return [{"w": w0[:INPUTS], "b": b0}, {"w": w1, "b": b1}], losses, correct.astype(jnp.int32)
+  (w0, w1, b1), (losses, correct) = lax.scan(step, (w0, w1, b1), (xs, onehot))
+  return [{"w": w0[:INPUTS], "b": w0[INPUTS]}, {"w": w1, "b": b1}], losses, correct.astype(jnp.int32)

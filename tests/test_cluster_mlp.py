@@ -104,9 +104,9 @@ def test_split3_has_no_bfloat16_round_trip():
 
 
 def test_packing_round_trips():
-  """The kernel's layout of the parameters (W0 by CTA, padded, in three parts; W1, b0, b1 in
-  one small matrix a CTA) gives back the parameters exactly; the batches are the examples of
-  ``order``, pixels exact in bfloat16."""
+  """The kernel's layout of the parameters (W0 by CTA with b0 as input 784's row, padded, in
+  three parts; W1 and b1 in one small matrix a CTA) gives back the parameters exactly; the
+  batches are the examples of ``order``, pixels exact in bfloat16, input 784 at 255 (b0's)."""
   rng = np.random.default_rng(3)
   params, x, y, order = _setup(rng, 3)
   back = cluster_mlp._unpack(*cluster_mlp._pack(params))
@@ -116,7 +116,7 @@ def test_packing_round_trips():
   assert xs.shape == (3, 64, 832) and onehot.shape == (3, 10, 64)
   rows = np.asarray(xs.astype(jnp.float32)).reshape(192, 832)
   np.testing.assert_array_equal(rows[:, :784], x[order[:192]].reshape(192, 784))
-  assert not rows[:, 784:].any()
+  assert (rows[:, 784] == 255).all() and not rows[:, 785:].any()
   np.testing.assert_array_equal(np.asarray(onehot).transpose(0, 2, 1).reshape(192, 10).argmax(1),
                                 y[order[:192]])
 
@@ -135,3 +135,4 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
   assert why is not None and message in why and "\n" not in why
   assert cluster_mlp.problem((784, 256, 10), 64, bias=True, optimizer="sgd",
                              dtype=jnp.float32) is None
+
