@@ -2,9 +2,10 @@
 shape of ``train.train_epoch``: params and optax state in, params, optax state and metrics out.
 
 On a GPU the kernel runs compiled, one launch an epoch; elsewhere the same phase code runs in
-interpret mode, one call per phase and step (slow, for tests). On a Hopper GPU the regression
-net (32-H-1, H up to 512, batch 256, plain SGD, float32) runs ``pallas_kernels.cluster_epoch``
-instead: one thread-block cluster, faster there (docs/PERFORMANCE.md).
+interpret mode, one call per phase and step (slow, for tests). On a Hopper GPU two networks
+run in one thread-block cluster instead, faster there (docs/PERFORMANCE.md): the regression net
+(32-H-1, H up to 512, batch 256, plain SGD, float32) in ``pallas_kernels.cluster_epoch``, the
+MLP 784-256-10 (batch 64, plain SGD, float32) in ``pallas_kernels.cluster_mlp``.
 """
 
 from __future__ import annotations
@@ -104,10 +105,20 @@ def use_cluster(widths, batch_size: int, *, head: str, bias: bool, optimizer: st
                                     dtype=dtype) is None)
 
 
+def use_cluster_mlp(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
+                    precision: str, dtype) -> bool:
+  """Whether the epoch runs ``cluster_mlp``: on a Hopper GPU, for the network it takes, in
+  float32 (at tf32 and bfloat16 it was no faster than ``mlp_epoch``: docs/PERFORMANCE.md)."""
+  from pallas_kernels import cluster_mlp, hopper_dense
+  return (head == "xent" and precision == "float32" and hopper_dense.on_hopper()
+          and cluster_mlp.problem(widths, batch_size, bias=bias, optimizer=optimizer,
+                                  dtype=dtype) is None)
+
+
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
         precision: str, model):
   """One epoch through the kernel; the arguments are those of ``train.train_epoch``."""
-  from pallas_kernels import cluster_epoch, common, mlp_epoch
+  from pallas_kernels import cluster_epoch, cluster_mlp, common, mlp_epoch
   name = optimizer_name(tx, "epoch")
   widths = (params[0]["w"].shape[0], *(layer["w"].shape[1] for layer in params))
   why = problem(model.name, widths[-1], batch_size, name)
@@ -119,6 +130,11 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
     params, losses = cluster_epoch.train_epoch(params, x, labels, order, tx.lr, steps=steps,
                                                use_kernel=True)
     return params, opt_state, epoch_metrics(losses, None, batch_size, xent=False)
+  if use_cluster_mlp(widths, batch_size, head=model.loss, bias="b" in params[0], optimizer=name,
+                     precision=precision, dtype=params[0]["w"].dtype):
+    xs, onehot = cluster_mlp.batches(x, labels, order, steps)
+    params, losses, correct = cluster_mlp.train(params, xs, onehot, tx.lr, precision)
+    return params, opt_state, epoch_metrics(losses, correct, batch_size)
   momentum = name == "momentum"
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
                              momentum=momentum, precision=precision,

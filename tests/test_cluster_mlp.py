@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow import mlp, models, train
+from jaxshallow import fused_epoch, mlp, models, train
 from pallas_kernels import cluster_mlp, hopper_dense
 
 
@@ -136,3 +136,9 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
   assert cluster_mlp.problem((784, 256, 10), 64, bias=True, optimizer="sgd",
                              dtype=jnp.float32) is None
 
+
+def test_the_cpu_keeps_the_grid_kernel():
+  """The trainer takes cluster_mlp only on a Hopper GPU, in float32."""
+  args = dict(head="xent", bias=True, optimizer="sgd", dtype=jnp.float32)
+  assert not hopper_dense.on_hopper()  # No Hopper GPU in CI.
+  assert not fused_epoch.use_cluster_mlp((784, 256, 10), 64, precision="float32", **args)
