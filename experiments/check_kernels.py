@@ -458,6 +458,9 @@ def cluster_mlp_cases(rng, interpret):
   if interpret or not hopper_dense.on_hopper():
     print("skip cluster_mlp: not on a Hopper GPU")
     return
+  if cluster_mlp.lowers():
+    print(f"skip cluster_mlp: {cluster_mlp.lowers()}")
+    return
   for steps in CLUSTER_MLP_STEPS:
     n = steps * cluster_mlp.BATCH + 5
     x = rng.integers(0, 256, (n, cluster_mlp.INPUTS), dtype=np.uint8)

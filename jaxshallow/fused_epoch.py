@@ -108,9 +108,11 @@ def use_cluster(widths, batch_size: int, *, head: str, bias: bool, optimizer: st
 def use_cluster_mlp(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
                     precision: str, dtype) -> bool:
   """Whether the epoch runs ``cluster_mlp``: on a Hopper GPU, for the network it takes, in
-  float32 (at tf32 and bfloat16 it was no faster than ``mlp_epoch``: docs/PERFORMANCE.md)."""
+  float32 (at tf32 and bfloat16 it was no faster than ``mlp_epoch``: docs/PERFORMANCE.md), with
+  a jax that compiles it."""
   from pallas_kernels import cluster_mlp, hopper_dense
   return (head == "xent" and precision == "float32" and hopper_dense.on_hopper()
+          and cluster_mlp.lowers() is None
           and cluster_mlp.problem(widths, batch_size, bias=bias, optimizer=optimizer,
                                   dtype=dtype) is None)
 

@@ -23,6 +23,7 @@ def _setup(rng, steps):
   return params, x, y, rng.permutation(n).astype(np.int32)
 
 
+@pytest.mark.skipif(cluster_mlp.lowers() is not None, reason=str(cluster_mlp.lowers()))
 @pytest.mark.parametrize("steps,precision", [(1, "float32"), (4, "float32"), (3, "bfloat16")])
 def test_kernel_lowers(steps, precision):
   """One step, an even count (the two-step loop alone), and one part of W0 in the products."""
