@@ -43,7 +43,7 @@ Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.1
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
 A whole epoch: 11.75 us a step in float32 against 32.8 for xla's scan in the same process,
 10.1 in bfloat16, 12.9 in tf32; the grid-barrier epoch kernel (``mlp_epoch``) took 13.4, 10.0
-and 9.6 in the last full bench (docs/PERFORMANCE.md, "Where cluster_mlp's step goes"). So the
+and 9.6 in the last full bench (docs/PERFORMANCE.md, "cluster_mlp at 11.75 us a step"). So the
 trainer runs it for float32 on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
 (``lowers``). It compiles slowly: 80 to
 240 s. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``) with
