@@ -447,8 +447,7 @@ def cluster_cases(rng, interpret):
 
 
 # Steps: one, and an odd count over the kernel's two-step loop and its last step. Each count is
-# its own kernel: compiling one takes about 1 to 2.5 minutes on the H100 (four took 3.7 minutes
-# side by side with other compiles, 2026-11-25).
+# its own kernel: compiling one took 65 to 144 s on the H100 (2026-11-25, beside other compiles).
 CLUSTER_MLP_STEPS = [1, 7]
 
 
@@ -458,8 +457,8 @@ def cluster_mlp_cases(rng, interpret):
   if interpret or not hopper_dense.on_hopper():
     print("skip cluster_mlp: not on a Hopper GPU")
     return
-  if cluster_mlp.lowers():
-    print(f"skip cluster_mlp: {cluster_mlp.lowers()}")
+  if why := cluster_mlp.lowers():
+    print(f"skip cluster_mlp: {why}")
     return
   for steps in CLUSTER_MLP_STEPS:
     n = steps * cluster_mlp.BATCH + 5

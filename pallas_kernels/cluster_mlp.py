@@ -45,8 +45,8 @@ A whole epoch: 11.75 us a step in float32 against 32.8 for xla's scan in the sam
 10.1 in bfloat16, 12.9 in tf32; the grid-barrier epoch kernel (``mlp_epoch``) took 13.4, 10.0
 and 9.6 in the last full bench (docs/PERFORMANCE.md, "cluster_mlp at 11.75 us a step"). So the
 trainer runs it for float32 on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
-(``lowers``). It compiles slowly: 80 to
-240 s. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``) with
+(``lowers``). It compiles slowly: 113 to
+244 s in the runs of PERFORMANCE.md, each beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``) with
 Mosaic GPU's profiler; ``interpret=True`` runs it in Mosaic GPU's interpreter (jax >= 0.11; jax
 0.11.2's needs a local patch for reads of a peer's shared memory).
 """
