@@ -2,7 +2,7 @@
 
 The network is 784 -> 256 (ReLU) -> 10 with biases, softmax cross-entropy and plain SGD,
 batch 64: the project's MLP reference workload. One launch runs every step of an epoch in
-one cluster of 16 CTAs, one warpgroup each. CTA c owns hidden units 16c .. 16c + 15: its
+one cluster of 16 CTAs, two warpgroups each. CTA c owns hidden units 16c .. 16c + 15: its
 columns of W0 (kept in shared memory for the whole launch, in thirteen tiles of 64 inputs), with
 b0 as W0's row 784 (the images' input 784 is 255, so x W0 / 255 adds b0, and that row's update
 is b0's), and its rows of W1 (in registers). b1 is held by every CTA and updated the same way
@@ -17,7 +17,15 @@ everywhere. A step, in each CTA:
              softmax, the loss and dL/dlogits itself (the same bits everywhere)
   backward   dh = dL/dlogits W1[units]^T, dz = dh [z > 0]; dW1 and db1, sums over the batch, as
              one small wgmma product (``small_grads``); dW0 = x^T dz / 255 as thirteen (64, 16)
-             wgmma products, a loop over W0's tiles, each updated as soon as its product is done
+             wgmma products, a loop over W0's tiles, each updated as soon as its product is done:
+             tiles 0 .. 6 by the first warpgroup, 7 .. 12 by the second
+
+The first warpgroup runs the steps; the second only updates W0's last tiles, between two
+barriers of the CTA (dz's parts written; its tiles done), so the update of W0 takes half as
+long. Pallas is told not to put a barrier of the warpgroup around every store to shared
+memory (``unsafe_no_auto_barriers``; about 190 a step): the kernel has one (``commit_smem``)
+wherever a thread reads what another wrote, or the tensor cores or a copy read what threads
+wrote, and before each cluster barrier (one thread a peer arrives).
 
 Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
@@ -41,13 +49,14 @@ a fixed order.
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.1e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 11.75 us a step in float32 against 32.8 for xla's scan in the same process,
-10.1 in bfloat16, 12.9 in tf32; the grid-barrier epoch kernel (``mlp_epoch``) took 13.4, 10.0
-and 9.6 in the last full bench (docs/PERFORMANCE.md, "cluster_mlp at 11.75 us a step"). So the
-trainer runs it for float32 on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
-(``lowers``). It compiles slowly: 113 to
-244 s in the runs of PERFORMANCE.md, each beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``) with
-Mosaic GPU's profiler; ``interpret=True`` runs it in Mosaic GPU's interpreter (jax >= 0.11; jax
+A whole epoch: 9.5 us a step in float32 against 33.2 for xla's scan in the same process, 8.0
+in bfloat16, 9.0 in tf32, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
+10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Two warpgroups and fewer barriers". So the
+trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
+(``lowers``). It compiles slowly: 75 to 130 s in the runs of PERFORMANCE.md, each beside other
+compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``,
+the first warpgroup's; not yet run with two warpgroups) with Mosaic GPU's profiler;
+``interpret=True`` runs it in Mosaic GPU's interpreter with one warpgroup (jax >= 0.11; jax
 0.11.2's needs a local patch for reads of a peer's shared memory).
 """
 
@@ -111,14 +120,17 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
             x, w0p, backward_buffers, logit_col, onehot, eye, small, met,
-            tma, x_arrived, barrier, *partials, steps: int, lr: float, parts: int,
-            unroll: bool):
+            tma, x_arrived, dz_ready, w0_done, barrier, *partials, steps: int, lr: float,
+            parts: int, unroll: bool, warpgroups: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
   used = pl.ds(0, UNITS * parts)  # The parts' columns the products take.
+  # W0's tiles 0 .. split - 1 are updated by the first warpgroup, the rest by the second: 7
+  # and 6 (9.5 us a step in float32; 6 and 7: 9.7 to 10.0).
+  split = (TILES + 1) // 2 if warpgroups == 2 else TILES
   # The backward's buffers take turns in one memory (the small products' operands, then their
   # sums, then dz's parts), so that x, W0 and they fit in the 227 KB of shared memory.
   (lhs, rhs), sums, dzp = backward_buffers
@@ -135,19 +147,19 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def tile(j):  # Inputs 64j .. 64j + 63.
     return pl.ds(64 * j, 64)
 
-  def over_tiles(body):  # body(j) for each tile j of the inputs
+  def over_tiles(body, first=0, last=TILES):  # body(j) for the input tiles first .. last - 1
     # A loop on the GPU: unrolled, ptxas spilled (the backward's tiles took 24.6 us a step, not
     # 14.5; the forward's 2.7 us more: PERFORMANCE.md, "Where cluster_mlp's step goes"). Mosaic
     # GPU's interpreter (jax 0.11.2) hangs on a loop inside the step loop (cause not found), so
     # it runs the same tiles unrolled.
     if unroll:
-      for j in range(TILES):
+      for j in range(first, last):
         body(j)
     else:
       def loop_body(j, carry):
         body(j)
         return carry
-      lax.fori_loop(0, TILES, loop_body, 0)
+      lax.fori_loop(first, last, loop_body, 0)
 
   def w0_part(j, p):  # Part p of W0's tile j, in shared memory.
     return w0p.at[tile(j), pl.ds(UNITS * p, UNITS)]
@@ -163,20 +175,22 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.copy_gmem_to_smem(x_in.at[s, :, tile(j)], x.at[j], x_arrived)
 
   def meet(i):  # A barrier of the whole cluster.
+    plgpu.commit_smem()  # Every thread's stores before the arrivals (by one thread a peer).
     plgpu.barrier_arrive(barrier.at[i])
     plgpu.barrier_wait(barrier.at[i])
 
-  # The launch's inputs. W0 comes as its three bfloat16 parts, its float32 value exactly.
-  plgpu.copy_gmem_to_smem(w0p_in.at[c], w0p, tma.at[0])
-  plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[1])
-  plgpu.copy_gmem_to_smem(small_in.at[c], small, tma.at[2])
-  plgpu.copy_gmem_to_smem(onehot_in.at[0], onehot, tma.at[3])
-  for j in range(TILES):
-    fetch_x(0, j)
-  for i in range(3):
-    plgpu.barrier_wait(tma.at[i])
-  w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
-  b1 = _load(small.at[ROW_B1], by_col)
+  def start():  # The launch's inputs. W0 comes as its three bfloat16 parts, its float32 value.
+    plgpu.copy_gmem_to_smem(w0p_in.at[c], w0p, tma.at[0])
+    plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[1])
+    plgpu.copy_gmem_to_smem(small_in.at[c], small, tma.at[2])
+    plgpu.copy_gmem_to_smem(onehot_in.at[0], onehot, tma.at[3])
+    for j in range(TILES):
+      fetch_x(0, j)
+    for i in range(3):
+      plgpu.barrier_wait(tma.at[i])
+    w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
+    b1 = _load(small.at[ROW_B1], by_col)
+    return w1, b1
 
   def small_grads(h, dlogits):
     """dW1[units] (a (16,) row a class) and db1: sums over the batch rows, on the tensor
@@ -199,13 +213,35 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
         plgpu.wgmma(acc, lhs.transpose((1, 0)), rhs.at[q])
       plgpu.wgmma_wait(0)
       return acc[...]
-    sums[...] = pl.run_scoped(products, plgpu.ACC((BATCH, UNITS + LANES), f32))
+    got = pl.run_scoped(products, plgpu.ACC((BATCH, UNITS + LANES), f32))
+    plgpu.commit_smem()  # Every warp's part of the product is done with lhs and rhs.
+    sums[...] = got  # (in their memory)
     plgpu.commit_smem()  # The rows of a part are in another warp: through shared memory.
 
     def row(r, start):  # Row r's 16 columns from start, every part's row added up
       return functools.reduce(jnp.add, [_load(sums.at[LANES * p + r, pl.ds(start, 16)], by_col)
                                         for p in range(parts)])
     return [row(k, 0) for k in range(CLASSES)], row(ONES, UNITS)
+
+  def backward_tile(s, j):  # dW0's tile j, and W0's tile j updated in place
+    def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
+      plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    grad = part_sum(pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS * parts), f32)))
+
+    plgpu.commit_smem()  # Every warp's part of the product is done with x's tile.
+
+    @pl.when(s + 1 < steps)
+    def _():  # This tile of x is done with: the next batch's comes in behind the backward.
+      fetch_x(s + 1, j)
+    w = w0_tile(j) - lr * grad / 255.0  # as the twin rounds it
+    for p, bits in enumerate(split3(w)):
+      w0_part(j, p)[...] = bits
+
+  def update_w0(s, first, last):  # W0's tiles first .. last - 1, then visible to the tensor cores
+    over_tiles(functools.partial(backward_tile, s), first, last)
+    plgpu.commit_smem()
 
   def step(s, parity, carry):
     w1, b1 = carry
@@ -251,7 +287,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
       @pl.when(c == 0)
       def _():
-        plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago.
+        plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago,
+        plgpu.commit_smem()  # waited for by the thread that issued it.
         met.at[parity, 0][...] = jnp.log(total) + top - picked
         met.at[parity, 1][...] = jnp.where(picked >= top, 1.0, 0.0)
         plgpu.commit_smem()
@@ -270,24 +307,12 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     def _():  # The labels are read.
       plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[3])
 
-    def backward_tile(j):  # dW0's tile j, and W0's tile j updated in place
-      def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
-        plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
-        plgpu.wgmma_wait(0)
-        return acc[...]
-      grad = part_sum(pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS * parts), f32)))
-
-      @pl.when(s + 1 < steps)
-      def _():  # This tile of x is done with: the next batch's comes in behind the backward.
-        fetch_x(s + 1, j)
-      w = w0_tile(j) - lr * grad / 255.0  # as the twin rounds it
-      for p, bits in enumerate(split3(w)):
-        w0_part(j, p)[...] = bits
-
     with jax.named_scope("backward_w0"):
-      over_tiles(backward_tile)
-
-    plgpu.commit_smem()  # W0's new parts, for the next forward
+      if warpgroups == 2:
+        plgpu.barrier_arrive(dz_ready)  # The second warpgroup takes W0's last tiles.
+      update_w0(s, 0, split)
+      if warpgroups == 2:
+        plgpu.barrier_wait(w0_done)  # All of W0 is new, for the next forward.
     w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
     return w1, b1 - lr * db1
 
@@ -295,36 +320,59 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     carry = step(2 * i, 0, carry)
     return step(2 * i + 1, 1, carry)
 
-  carry = lax.fori_loop(0, steps // 2, two_steps, (w1, b1))
-  if steps % 2:
-    carry = step(steps - 1, 0, carry)
-  w1, b1 = carry
-  meet(4)  # No CTA leaves while a peer may still read its buffers.
-  for k in range(CLASSES):
-    small.at[k][...] = w1[k]
-  small.at[ROW_B1][...] = b1  # The same in every CTA.
-  plgpu.commit_smem()
-  plgpu.copy_smem_to_gmem(w0p, w0p_out.at[c])
-  plgpu.copy_smem_to_gmem(small, small_out.at[c])
-  plgpu.wait_smem_to_gmem(0)
+  def first():  # The steps, and W0's first tiles
+    carry = lax.fori_loop(0, steps // 2, two_steps, start())
+    if steps % 2:
+      carry = step(steps - 1, 0, carry)
+    w1, b1 = carry
+    meet(4)  # No CTA leaves while a peer may still read its buffers.
+    for k in range(CLASSES):
+      small.at[k][...] = w1[k]
+    small.at[ROW_B1][...] = b1  # The same in every CTA.
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(w0p, w0p_out.at[c])
+    plgpu.copy_smem_to_gmem(small, small_out.at[c])
+    plgpu.wait_smem_to_gmem(0)
+
+  def second():  # W0's last tiles, each step, once dz's parts are written
+    def tiles(s, carry):
+      plgpu.barrier_wait(dz_ready)
+      update_w0(s, split, TILES)
+      plgpu.barrier_arrive(w0_done)
+      return carry
+    lax.fori_loop(0, steps, tiles, 0)
+
+  if warpgroups == 2:
+    wg = lax.axis_index("wg")
+    pl.when(wg == 0)(first)
+    pl.when(wg == 1)(second)
+  else:
+    first()
 
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float, parts: int, interpret: bool = False,
           profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
-  params = {}
+  # Barriers between a warpgroup's threads where they hand data over (commit_smem), not around
+  # every store to shared memory (about 190 a step): 11.8 -> 10.9 us a step.
+  params = {"unsafe_no_auto_barriers": True}
   if profile_dir:  # Each scope takes 4 entries a step, the header 3.
     params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
   f32, bf16 = jnp.float32, jnp.bfloat16
+  # Mosaic GPU's interpreter (jax 0.11.2) did not finish the kernel with two warpgroups (cause
+  # not found): there the first does all of W0's tiles.
+  warpgroups = 1 if interpret else 2
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret),
+      functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
+                        warpgroups=warpgroups),
       out_type=(jax.ShapeDtypeStruct((CTAS, PADDED, 3 * UNITS), bf16),
                 jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
-      grid=(1,), grid_names=("grid",), cluster=(CTAS,), cluster_names=("cta",),
+      grid=(1,), grid_names=("grid",), num_threads=warpgroups, thread_name="wg",
+      cluster=(CTAS,), cluster_names=("cta",),
       compiler_params=plgpu.CompilerParams(**params),
       **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
       scratch_types=[
@@ -342,6 +390,7 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
           plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
           plgpu.Barrier(num_barriers=4),
           plgpu.Barrier(num_arrivals=TILES),  # x, tile by tile
+          plgpu.Barrier(), plgpu.Barrier(),  # dz's parts written; W0's last tiles new
           plgpu.ClusterBarrier(collective_axes=("cta",), num_barriers=5),
           # The partial logits, one buffer a class: a peer's view of a part of a buffer does not
           # lower (jax 0.11.2).
