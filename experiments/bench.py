@@ -36,6 +36,8 @@ _WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression
 _IMPLS = flags.DEFINE_list("impls", ["numpy", "xla", "pallas", "torch"],
                            "Implementations; torch runs eager and CUDA-graph peers.")
 _TECHNIQUES = flags.DEFINE_bool("techniques", True, "Measure the technique switches on the MLP.")
+_TECHNIQUE_NAMES = flags.DEFINE_list(
+    "technique_names", [], "Only these technique switches (e.g. tf32,bfloat16); all if empty.")
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["256", "1024", "8192"],
                                  "Further MLP batch sizes (64 is the reference).")
 _BATCH_PRECISIONS = flags.DEFINE_list(
@@ -125,8 +127,14 @@ def build_cases(impls: list[str]) -> list[Case]:
   if "mlp" in _WORKLOADS.value:
     jax_impls = [i for i in ("xla", "pallas") if i in impls]
     if _TECHNIQUES.value:
+      known = [name for name, _, _ in TECHNIQUES]
+      if unknown := [n for n in _TECHNIQUE_NAMES.value if n not in known]:
+        raise ValueError(f"unknown --technique_names {', '.join(unknown)}; "
+                         f"the techniques are: {'; '.join(known)}")
       for impl in jax_impls:
         for name, over, slow in TECHNIQUES:
+          if _TECHNIQUE_NAMES.value and name not in _TECHNIQUE_NAMES.value:
+            continue
           cases.append(Case("techniques", "mlp", impl, name, cfg("mlp", impl, **over),
                             1 if slow else repeats))
     sizes = [int(b) for b in _BATCH_SIZES.value] if not quick else [128]

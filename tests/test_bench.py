@@ -95,3 +95,27 @@ def test_rows_know_their_precision():
           "loss synced every 5 epochs": "float32"}
   for variant, precision in rows.items():
     assert bench._precision({"variant": variant}) == precision
+
+
+def test_technique_names_pick_switches(tmp_path):
+  """--technique_names keeps only the switches named; a name that is not one fails in one line."""
+  from absl import flags
+  from experiments import bench
+  flags.FLAGS(["bench", "--workloads=mlp", "--impls=xla,pallas", "--batch_sizes=",
+               "--block_sweep=", "--technique_names=tf32,bfloat16"])
+  try:
+    cases = [c for c in bench.build_cases(["xla", "pallas"]) if c.group == "techniques"]
+    assert sorted((c.impl, c.variant) for c in cases) == [
+        ("pallas", "bfloat16"), ("pallas", "tf32"), ("xla", "bfloat16"), ("xla", "tf32")]
+  finally:
+    flags.FLAGS.unparse_flags()
+  env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+  p = subprocess.run([sys.executable, "-m", "experiments.bench", "--quick", "--workloads=mlp",
+                      "--technique_names=tf33", f"--out_dir={tmp_path}"],
+                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert p.returncode != 0
+  assert p.stderr.strip().splitlines()[-1] == (
+      "error: unknown --technique_names tf33; the techniques are: loop dispatch; loop + loss "
+      "synced every step; loss synced every 5 epochs; host waits for each epoch; streamed from "
+      "host, prefetched; no donation; scan unrolled x4; tf32; bfloat16")
+  assert "Traceback" not in p.stderr
