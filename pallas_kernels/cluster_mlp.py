@@ -49,8 +49,8 @@ a fixed order.
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.1e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 9.5 us a step in float32 against 33.2 for xla's scan in the same process, 8.0
-in bfloat16, 9.0 in tf32, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
+A whole epoch: 9.6 us a step in float32 against 32.2 for xla's scan in the same process, 8.2
+in bfloat16, 8.8 in tf32, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Two warpgroups and fewer barriers". So the
 trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
 (``lowers``). It compiles slowly: 75 to 130 s in the runs of PERFORMANCE.md, each beside other
