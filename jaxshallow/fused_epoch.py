@@ -96,27 +96,24 @@ def epoch_metrics(losses, correct, batch_size: int, xent: bool = True) -> dict:
   return metrics
 
 
-def use_cluster(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
-                precision: str, dtype) -> bool:
-  """Whether the epoch runs ``cluster_epoch``: on a Hopper GPU, for the networks it takes, in
-  float32 (its products keep float32's accuracy; the other precisions keep ``mlp_epoch``)."""
-  from pallas_kernels import cluster_epoch, hopper_dense
-  return (head == "mse" and precision == "float32" and hopper_dense.on_hopper()
-          and cluster_epoch.problem(widths, batch_size, bias=bias, optimizer=optimizer,
-                                    dtype=dtype) is None)
-
-
-def use_cluster_mlp(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
-                    precision: str, dtype) -> bool:
-  """Whether the epoch runs ``cluster_mlp``: on a Hopper GPU, for the network it takes, at any
-  precision (faster than ``mlp_epoch`` at all three: docs/PERFORMANCE.md), with a jax that
-  compiles it."""
-  del precision  # The kernel takes float32, tf32 and bfloat16 products.
-  from pallas_kernels import cluster_mlp, hopper_dense
-  return (head == "xent" and hopper_dense.on_hopper()
-          and cluster_mlp.lowers() is None
-          and cluster_mlp.problem(widths, batch_size, bias=bias, optimizer=optimizer,
-                                  dtype=dtype) is None)
+def cluster_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
+                   precision: str, dtype):
+  """The thread-block-cluster kernel that trains this epoch, or None (then ``mlp_epoch`` does).
+  Only on a Hopper GPU: ``cluster_epoch`` for the regression nets it takes, in float32 (its
+  products keep float32's accuracy; at tf32 and bfloat16 ``mlp_epoch`` was as fast);
+  ``cluster_mlp`` for the MLP 784-256-10 at any precision (faster than ``mlp_epoch`` at all
+  three: docs/PERFORMANCE.md), with a jax that compiles it."""
+  from pallas_kernels import cluster_epoch, cluster_mlp, hopper_dense
+  if not hopper_dense.on_hopper():
+    return None
+  net = dict(bias=bias, optimizer=optimizer, dtype=dtype)
+  if (head == "mse" and precision == "float32"
+      and cluster_epoch.problem(widths, batch_size, **net) is None):
+    return cluster_epoch
+  if (head == "xent" and cluster_mlp.lowers() is None
+      and cluster_mlp.problem(widths, batch_size, **net) is None):
+    return cluster_mlp
+  return None
 
 
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
@@ -129,13 +126,13 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   if why:
     raise ValueError(f"fusion='epoch' cannot train this: {why}")
   x = images.reshape(images.shape[0], -1)
-  if use_cluster(widths, batch_size, head=model.loss, bias="b" in params[0], optimizer=name,
-                 precision=precision, dtype=params[0]["w"].dtype):
+  cluster = cluster_kernel(widths, batch_size, head=model.loss, bias="b" in params[0],
+                           optimizer=name, precision=precision, dtype=params[0]["w"].dtype)
+  if cluster is cluster_epoch:
     params, losses = cluster_epoch.train_epoch(params, x, labels, order, tx.lr, steps=steps,
                                                use_kernel=True)
     return params, opt_state, epoch_metrics(losses, None, batch_size, xent=False)
-  if use_cluster_mlp(widths, batch_size, head=model.loss, bias="b" in params[0], optimizer=name,
-                     precision=precision, dtype=params[0]["w"].dtype):
+  if cluster is cluster_mlp:
     xs, onehot = cluster_mlp.batches(x, labels, order, steps)
     params, losses, correct = cluster_mlp.train(params, xs, onehot, tx.lr, precision)
     return params, opt_state, epoch_metrics(losses, correct, batch_size)

@@ -86,4 +86,5 @@ def test_the_workload_fits_and_the_cpu_keeps_the_grid_kernel():
   args = dict(bias=False, optimizer="sgd", dtype=jnp.float32)
   assert cluster_epoch.problem((32, 256, 1), 256, **args) is None
   assert not hopper_dense.on_hopper()  # No Hopper GPU in CI.
-  assert not fused_epoch.use_cluster((32, 256, 1), 256, head="mse", precision="float32", **args)
+  assert fused_epoch.cluster_kernel((32, 256, 1), 256, head="mse", precision="float32",
+                                    **args) is None

@@ -142,4 +142,4 @@ def test_the_cpu_keeps_the_grid_kernel():
   """The trainer takes cluster_mlp only on a Hopper GPU (at any precision)."""
   args = dict(head="xent", bias=True, optimizer="sgd", dtype=jnp.float32)
   assert not hopper_dense.on_hopper()  # No Hopper GPU in CI.
-  assert not fused_epoch.use_cluster_mlp((784, 256, 10), 64, precision="float32", **args)
+  assert fused_epoch.cluster_kernel((784, 256, 10), 64, precision="float32", **args) is None
