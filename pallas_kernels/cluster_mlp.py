@@ -55,7 +55,7 @@ in bfloat16, 8.8 in tf32, each faster than the grid-barrier epoch kernel (``mlp_
 trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
 (``lowers``). It compiles slowly: 75 to 130 s in the runs of PERFORMANCE.md, each beside other
 compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``,
-the first warpgroup's; not yet run with two warpgroups) with Mosaic GPU's profiler;
+with one warpgroup: the profiler's buffers do not fit beside two) with Mosaic GPU's profiler;
 ``interpret=True`` runs it in Mosaic GPU's interpreter with one warpgroup (jax >= 0.11; jax
 0.11.2's needs a local patch for reads of a peer's shared memory).
 """
@@ -361,8 +361,9 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
     params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
   f32, bf16 = jnp.float32, jnp.bfloat16
   # Mosaic GPU's interpreter (jax 0.11.2) did not finish the kernel with two warpgroups (cause
-  # not found): there the first does all of W0's tiles.
-  warpgroups = 1 if interpret else 2
+  # not found), and with two the profiler's buffers do not fit (232,800 bytes of shared memory
+  # asked for, 232,448 there): in both, the first warpgroup does all of W0's tiles.
+  warpgroups = 1 if interpret or profile_dir else 2
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
@@ -446,7 +447,8 @@ def train(params, xs, onehot, lr: float, precision: str = "float32", interpret: 
   """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params,
   losses (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
-  ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them)."""
+  ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
+  kernel then runs one warpgroup, as in the interpreter)."""
   steps = xs.shape[0]
   call = _call(steps, float(lr), PARTS[precision], interpret, profile_dir)
   w0p, small, metrics = call(*_pack(params), jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
