@@ -53,8 +53,8 @@ A whole epoch: 9.6 us a step in float32 against 32.2 for xla's scan in the same 
 in bfloat16, 8.8 in tf32, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Two warpgroups and fewer barriers". So the
 trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
-(``lowers``). It compiles slowly: 75 to 130 s in the runs of PERFORMANCE.md, each beside other
-compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``,
+(``lowers``). It compiles slowly: 75 to 96 s alone in the bench of PERFORMANCE.md, up to 143 s
+beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``,
 with one warpgroup: the profiler's buffers do not fit beside two) with Mosaic GPU's profiler;
 ``interpret=True`` runs it in Mosaic GPU's interpreter with one warpgroup (jax >= 0.11; jax
 0.11.2's needs a local patch for reads of a peer's shared memory).
