@@ -23,9 +23,9 @@ everywhere. A step, in each CTA:
 The first warpgroup runs the steps; the second only updates W0's last tiles, between two
 barriers of the CTA (dz's parts written; its tiles done), so the update of W0 takes half as
 long. Pallas is told not to put a barrier of the warpgroup around every store to shared
-memory (``unsafe_no_auto_barriers``; about 190 a step): the kernel has one (``commit_smem``)
-wherever a thread reads what another wrote, or the tensor cores or a copy read what threads
-wrote, and before each cluster barrier (one thread a peer arrives).
+memory (``unsafe_no_auto_barriers``; about 190 a step, counted in the code): the kernel has one
+(``commit_smem``) wherever a thread reads what another wrote, or the tensor cores or a copy
+read what threads wrote, and before each cluster barrier (one thread a peer arrives).
 
 Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
@@ -54,10 +54,10 @@ in bfloat16, 8.8 in tf32, each faster than the grid-barrier epoch kernel (``mlp_
 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Two warpgroups and fewer barriers". So the
 trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
 (``lowers``). It compiles slowly: 75 to 96 s alone in the bench of PERFORMANCE.md, up to 143 s
-beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases (``PHASES``,
-with one warpgroup: the profiler's buffers do not fit beside two) with Mosaic GPU's profiler;
-``interpret=True`` runs it in Mosaic GPU's interpreter with one warpgroup (jax >= 0.11; jax
-0.11.2's needs a local patch for reads of a peer's shared memory).
+beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases
+(``PHASES``, with one warpgroup: the profiler's buffers do not fit beside two) with Mosaic GPU's
+profiler; ``interpret=True`` runs it in Mosaic GPU's interpreter with one warpgroup (jax >=
+0.11; jax 0.11.2's needs a local patch for reads of a peer's shared memory).
 """
 
 from __future__ import annotations
@@ -355,7 +355,7 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
           profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (commit_smem), not around
-  # every store to shared memory (about 190 a step): 11.8 -> 10.9 us a step.
+  # every store to shared memory (about 190 a step, counted in the code): 11.8 -> 10.9 us a step.
   params = {"unsafe_no_auto_barriers": True}
   if profile_dir:  # Each scope takes 4 entries a step, the header 3.
     params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
@@ -488,4 +488,5 @@ def reference(params, xs, onehot, lr: float):
     return new, (loss, correct)
 
   (w0, w1, b1), (losses, correct) = lax.scan(step, (w0, w1, b1), (xs, onehot))
-  return [{"w": w0[:INPUTS], "b": w0[INPUTS]}, {"w": w1, "b": b1}], losses, correct.astype(jnp.int32)
+  params = [{"w": w0[:INPUTS], "b": w0[INPUTS]}, {"w": w1, "b": b1}]
+  return params, losses, correct.astype(jnp.int32)
