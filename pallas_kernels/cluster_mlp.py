@@ -9,8 +9,10 @@ is b0's), and its rows of W1 (in registers). b1 is held by every CTA and updated
 everywhere. A step, in each CTA:
 
   forward    z = x W0[:, units] / 255, a (64, 16) wgmma product over the 785 inputs (padded to
-             832), h = relu(z); its partial logits, for each class k the sum over its units of
-             h times W1[units, k], into its shared memory, class by class
+             832): W0's tiles 0 .. 4 by the first warpgroup, 5 .. 12 by the second (its part
+             of z handed over in shared memory); h = relu(z); its partial logits, for each
+             class k the sum over its units of h times W1[units, k], into its shared memory,
+             class by class
   exchange 1 a cluster barrier; CTA k < 10 adds class k's partials of the 16 CTAs in CTA
              order (distributed shared memory)
   exchange 2 a cluster barrier; every CTA reads the 10 logit columns, adds b1 and takes the
@@ -18,14 +20,17 @@ everywhere. A step, in each CTA:
   backward   dh = dL/dlogits W1[units]^T, dz = dh [z > 0]; dW1 and db1, sums over the batch, as
              one small wgmma product (``small_grads``); dW0 = x^T dz / 255 as thirteen (64, 16)
              wgmma products, a loop over W0's tiles, each updated as soon as its product is done:
-             tiles 0 .. 6 by the first warpgroup, 7 .. 12 by the second
+             tiles 0 .. 4 by the first warpgroup (after the small product), 5 .. 12 by the
+             second
 
-The first warpgroup runs the steps; the second only updates W0's last tiles, between two
-barriers of the CTA (dz's parts written; its tiles done), so the update of W0 takes half as
-long. Pallas is told not to put a barrier of the warpgroup around every store to shared
-memory (``unsafe_no_auto_barriers``; about 190 a step, counted in the code): the kernel has one
-(``commit_smem``) wherever a thread reads what another wrote, or the tensor cores or a copy
-read what threads wrote, and before each cluster barrier (one thread a peer arrives).
+The first warpgroup runs the steps. The second owns W0's tiles 5 .. 12: once dz's parts are
+written (a barrier of the CTA) it updates them, then takes their part of the next step's
+forward product as soon as the next batch's tiles are in, and hands it over (another barrier).
+So W0's update and the forward are split between the two. Pallas is told not to put a
+barrier of the warpgroup around every store to shared memory (``unsafe_no_auto_barriers``;
+about 190 a step, counted in the code): the kernel has one (``commit_smem``) wherever a thread
+reads what another wrote, or the tensor cores or a copy read what threads wrote, and before
+each cluster barrier (one thread a peer arrives).
 
 Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
@@ -43,15 +48,15 @@ as soon as the backward's tile j is done with it, so the copy runs behind the ba
 The exchanges are small (class k's 64 partial logits from each CTA; then the 10 columns of
 logits), one buffer each: a step's second barrier orders its reads before the next step's
 writes. Shared memory is the limit (x 104 KB, W0's parts 78 KB, and Mosaic GPU rounds every
-buffer up to 1 KB): the backward's operands take turns in one memory (a ``RefUnion``). The CTA
-0 writes each step's per-row losses and correct flags; they are added up after the launch in
-a fixed order.
+buffer up to 1 KB; 1 KB is left): the small products' operands, their sums and the second
+warpgroup's part of z take turns in one memory (a ``RefUnion``). The CTA 0 writes each step's
+per-row losses and correct flags; they are added up after the launch in a fixed order.
 
-Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.1e-6 of
+Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 9.6 us a step in float32 against 32.2 for xla's scan in the same process, 8.2
-in bfloat16, 8.8 in tf32, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
-10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Two warpgroups and fewer barriers". So the
+A whole epoch: about 8.9 us a step in float32 against 32.4 for xla's scan in the same process,
+about 8.0 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
+10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "The second warpgroup in the forward". So the
 trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
 (``lowers``). It compiles slowly: 75 to 96 s alone in the bench of PERFORMANCE.md, up to 143 s
 beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases
@@ -74,6 +79,7 @@ from pallas_kernels.hopper_dense import load as _load, split3
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
 INPUTS = 784
+SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
 PADDED = 832  # 13 tiles of 64 inputs (the backward's wgmma M); input 784 is b0's (x = 255).
 TILES = PADDED // 64
 HIDDEN = 256
@@ -81,10 +87,10 @@ CTAS = 16  # The largest cluster Hopper launches.
 UNITS = HIDDEN // CTAS
 CLASSES = 10
 LANES = 16  # Classes padded to a wgmma N.
-# A CTA's small parameters, one (16,) row each: W1[units, k] for k < 16, then b1, then a row
-# of zeros (jax 0.10's copies move whole 128-byte lines).
-ROW_B1 = LANES
-SMALL_ROWS = LANES + 2
+# A CTA's small parameters, one (16,) row each: W1[units, k] for the 10 classes, and b1 in the
+# last row (the padded classes' rows are zeros).
+ROW_B1 = LANES - 1
+SMALL_ROWS = LANES
 ONES = CLASSES  # The column of ones beside dL/dlogits in the small products (a padded class).
 PARTS = {"float32": 3, "tf32": 2, "bfloat16": 1}  # bfloat16 parts of W0 and dz in the products
 PHASES = ("wait_x", "forward", "partials", "exchange_1", "sum_class", "exchange_2", "read_logits",
@@ -119,21 +125,18 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
 
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
-            x, w0p, backward_buffers, logit_col, onehot, eye, small, met,
-            tma, x_arrived, dz_ready, w0_done, barrier, *partials, steps: int, lr: float,
-            parts: int, unroll: bool, warpgroups: int):
+            x, w0p, backward_buffers, dzp, logit_col, onehot, eye, small, met,
+            tma, x_arrived, x_b, dz_ready, w0_done, small_done, barrier, *partials,
+            steps: int, lr: float, parts: int, unroll: bool, warpgroups: int, split: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
   used = pl.ds(0, UNITS * parts)  # The parts' columns the products take.
-  # W0's tiles 0 .. split - 1 are updated by the first warpgroup, the rest by the second: 7
-  # and 6 (9.5 us a step in float32; 6 and 7: 9.7 to 10.0).
-  split = (TILES + 1) // 2 if warpgroups == 2 else TILES
-  # The backward's buffers take turns in one memory (the small products' operands, then their
-  # sums, then dz's parts), so that x, W0 and they fit in the 227 KB of shared memory.
-  (lhs, rhs), sums, dzp = backward_buffers
+  # The small products' operands, then their sums, then the second warpgroup's part of z take
+  # turns in one memory, so that x, W0 and the rest fit in the 227 KB of shared memory.
+  (lhs, rhs), sums, zb = backward_buffers
 
   def rows(v):  # (64,) -> (64, 16): v down the rows
     return lax.broadcast_in_dim(v, (BATCH, LANES), [0])
@@ -171,8 +174,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def part_sum(a):  # (64, 16 parts) -> (64, 16): the products of the parts added up
     return functools.reduce(jnp.add, [a[:, UNITS * p:UNITS * (p + 1)] for p in range(parts)])
 
-  def fetch_x(s, j):  # Tile j of step s's pixels (integers, in bfloat16).
-    plgpu.copy_gmem_to_smem(x_in.at[s, :, tile(j)], x.at[j], x_arrived)
+  def fetch_x(s, j, bar):  # Tile j of step s's pixels (integers, in bfloat16).
+    plgpu.copy_gmem_to_smem(x_in.at[s, :, tile(j)], x.at[j], bar)
 
   def meet(i):  # A barrier of the whole cluster.
     plgpu.commit_smem()  # Every thread's stores before the arrivals (by one thread a peer).
@@ -185,7 +188,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.copy_gmem_to_smem(small_in.at[c], small, tma.at[2])
     plgpu.copy_gmem_to_smem(onehot_in.at[0], onehot, tma.at[3])
     for j in range(TILES):
-      fetch_x(0, j)
+      fetch_x(0, j, x_arrived if j < split else x_b)
     for i in range(3):
       plgpu.barrier_wait(tma.at[i])
     w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
@@ -223,7 +226,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
                                         for p in range(parts)])
     return [row(k, 0) for k in range(CLASSES)], row(ONES, UNITS)
 
-  def backward_tile(s, j):  # dW0's tile j, and W0's tile j updated in place
+  def backward_tile(s, bar, j):  # dW0's tile j, and W0's tile j updated in place
     def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
       plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
       plgpu.wgmma_wait(0)
@@ -234,26 +237,31 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
     @pl.when(s + 1 < steps)
     def _():  # This tile of x is done with: the next batch's comes in behind the backward.
-      fetch_x(s + 1, j)
+      fetch_x(s + 1, j, bar)
     w = w0_tile(j) - lr * grad / 255.0  # as the twin rounds it
     for p, bits in enumerate(split3(w)):
       w0_part(j, p)[...] = bits
 
-  def update_w0(s, first, last):  # W0's tiles first .. last - 1, then visible to the tensor cores
-    over_tiles(functools.partial(backward_tile, s), first, last)
+  def update_w0(s, first, last, bar):  # W0's tiles first .. last - 1 (x's next tiles on bar)
+    over_tiles(functools.partial(backward_tile, s, bar), first, last)
     plgpu.commit_smem()
+
+  def forward(first, last, acc):  # x times W0's parts side by side: x is read once
+    over_tiles(lambda j: plgpu.wgmma(acc, x.at[j], w0p.at[tile(j), used]), first, last)
+    plgpu.wgmma_wait(0)
+    return acc[...]
 
   def step(s, parity, carry):
     w1, b1 = carry
     with jax.named_scope("wait_x"):
       plgpu.barrier_wait(x_arrived)
 
-    def forward(acc):  # x times W0's parts side by side: x is read once
-      over_tiles(lambda j: plgpu.wgmma(acc, x.at[j], w0p.at[tile(j), used]))
-      plgpu.wgmma_wait(0)
-      return acc[...]
     with jax.named_scope("forward"):
-      z = part_sum(pl.run_scoped(forward, plgpu.ACC((BATCH, UNITS * parts), f32)))
+      z = part_sum(pl.run_scoped(functools.partial(forward, 0, split),
+                                 plgpu.ACC((BATCH, UNITS * parts), f32)))
+      if warpgroups == 2:
+        plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles updated, their part of z in
+        z = z + _load(zb, plgpu.Layout.WGMMA)
       z = z / 255.0  # b0 included: it is W0's row 784, times x's 255
     with jax.named_scope("partials"):
       h = jnp.maximum(z, 0.0)
@@ -278,7 +286,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
                 for k in range(CLASSES)]
       plgpu.barrier_wait(tma.at[3])
     with jax.named_scope("softmax"):
-      labels = [_load(onehot.at[k], by_row) for k in range(CLASSES)]
+      labels = [_load(onehot.at[k], by_row).astype(f32) for k in range(CLASSES)]
       top = functools.reduce(jnp.maximum, logits)
       e = [jnp.exp(v - top) for v in logits]
       total = functools.reduce(jnp.add, e)
@@ -297,22 +305,22 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     with jax.named_scope("backward_small"):
       dh = functools.reduce(jnp.add, [rows(d) * cols(w) for d, w in zip(dlogits, w1)])
       dz = jnp.where(z > 0.0, dh, 0.0)
-      dw1, db1 = small_grads(h, dlogits)
-      plgpu.commit_smem()  # Every thread has read the sums: dzp takes their memory.
       for p, bits in enumerate(split3(dz)[:parts]):
         dzp.at[:, pl.ds(UNITS * p, UNITS)][...] = bits
       plgpu.commit_smem()  # Visible to the tensor cores.
+      if warpgroups == 2:
+        plgpu.barrier_arrive(dz_ready)  # The second warpgroup updates its tiles meanwhile.
+      dw1, db1 = small_grads(h, dlogits)
+      if warpgroups == 2:
+        plgpu.commit_smem()  # Every thread has read the sums: zb may take their memory.
+        plgpu.barrier_arrive(small_done)
 
     @pl.when(s + 1 < steps)
     def _():  # The labels are read.
       plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[3])
 
     with jax.named_scope("backward_w0"):
-      if warpgroups == 2:
-        plgpu.barrier_arrive(dz_ready)  # The second warpgroup takes W0's last tiles.
-      update_w0(s, 0, split)
-      if warpgroups == 2:
-        plgpu.barrier_wait(w0_done)  # All of W0 is new, for the next forward.
+      update_w0(s, 0, split, x_arrived)
     w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
     return w1, b1 - lr * db1
 
@@ -325,6 +333,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     if steps % 2:
       carry = step(steps - 1, 0, carry)
     w1, b1 = carry
+    if warpgroups == 2:
+      plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles of the last step
     meet(4)  # No CTA leaves while a peer may still read its buffers.
     for k in range(CLASSES):
       small.at[k][...] = w1[k]
@@ -334,12 +344,22 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.copy_smem_to_gmem(small, small_out.at[c])
     plgpu.wait_smem_to_gmem(0)
 
-  def second():  # W0's last tiles, each step, once dz's parts are written
+  def second():  # W0's tiles split .. 12: their update, and their part of the next forward
+    def z_part():  # Its tiles' part of z, into zb, once the batch's tiles are in.
+      plgpu.barrier_wait(x_b)
+      zb[...] = part_sum(pl.run_scoped(functools.partial(forward, split, TILES),
+                                       plgpu.ACC((BATCH, UNITS * parts), f32)))
+      plgpu.commit_smem()  # For the first warpgroup (before the arrival)
+
     def tiles(s, carry):
       plgpu.barrier_wait(dz_ready)
-      update_w0(s, split, TILES)
+      update_w0(s, split, TILES, x_b)
+      plgpu.barrier_wait(small_done)  # zb's memory is free.
+      pl.when(s + 1 < steps)(z_part)
       plgpu.barrier_arrive(w0_done)
       return carry
+    z_part()
+    plgpu.barrier_arrive(w0_done)
     lax.fori_loop(0, steps, tiles, 0)
 
   if warpgroups == 2:
@@ -364,11 +384,15 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
   # not found), and with two the profiler's buffers do not fit (232,800 bytes of shared memory
   # asked for, 232,448 there): in both, the first warpgroup does all of W0's tiles.
   warpgroups = 1 if interpret or profile_dir else 2
+  # W0's tiles 0 .. split - 1 are the first warpgroup's, the rest the second's (the first also
+  # takes the small products: 5 and 8 measured 9.04 us a step in float32, 4 and 9 9.26, 6 and
+  # 7 9.08, 7 and 6 9.49).
+  split = SPLIT if warpgroups == 2 else TILES
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
-                        warpgroups=warpgroups),
+                        warpgroups=warpgroups, split=split),
       out_type=(jax.ShapeDtypeStruct((CTAS, PADDED, 3 * UNITS), bf16),
                 jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
@@ -383,15 +407,18 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
               (plgpu.SMEM((BATCH, 64), bf16, transforms=tiles),  # [d | 1]'s parts side by side
                plgpu.SMEM((3, BATCH, UNITS + LANES), bf16, transforms=tiles)),  # [h | d]'s parts
               plgpu.SMEM((BATCH, UNITS + LANES), f32),  # their products' sums
-              plgpu.SMEM((BATCH, 3 * UNITS), bf16, transforms=tiles)),  # dz's parts side by side
+              plgpu.SMEM((BATCH, UNITS), f32)),  # the second warpgroup's part of z
+          plgpu.SMEM((BATCH, 3 * UNITS), bf16, transforms=tiles),  # dz's parts side by side
           plgpu.SMEM((BATCH,), f32),  # a class's logits
-          plgpu.SMEM((CLASSES, BATCH), f32),  # the one-hot labels, class by class
+          plgpu.SMEM((CLASSES, BATCH), bf16),  # the one-hot labels, class by class (0 and 1)
           plgpu.SMEM((LANES, LANES), f32),  # the identity (its rows pick a class)
           plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T and b1, in and out
           plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
           plgpu.Barrier(num_barriers=4),
-          plgpu.Barrier(num_arrivals=TILES),  # x, tile by tile
-          plgpu.Barrier(), plgpu.Barrier(),  # dz's parts written; W0's last tiles new
+          plgpu.Barrier(num_arrivals=split),  # x: the first warpgroup's tiles
+          plgpu.Barrier(num_arrivals=max(TILES - split, 1)),  # x: the second's (if there is one)
+          # dz's parts written; the second's tiles new and its part of z in; the sums read
+          plgpu.Barrier(), plgpu.Barrier(), plgpu.Barrier(),
           plgpu.ClusterBarrier(collective_axes=("cta",), num_barriers=5),
           # The partial logits, one buffer a class: a peer's view of a part of a buffer does not
           # lower (jax 0.11.2).
@@ -403,14 +430,13 @@ def _pack(params):
   """params [{"w": (784, 256), "b": (256,)}, {"w": (256, 10), "b": (10,)}] as the kernel's
   inputs: W0's columns by CTA with b0 as input 784's row, padded to 832 inputs, split in three
   parts set side by side (CTA, input, part * 16 + unit); each CTA's rows of W1 (transposed,
-  classes padded to 16) and b1 as rows of one small matrix."""
+  classes padded to 16) with b1 in its last row."""
   w0 = _with_bias(params[0]["w"], params[0]["b"])
   w0 = w0.reshape(PADDED, CTAS, UNITS).transpose(1, 0, 2)
   w1 = jnp.pad(params[1]["w"], ((0, 0), (0, LANES - CLASSES)))
   b1 = jnp.pad(params[1]["b"], (0, LANES - CLASSES))
-  small = jnp.concatenate([w1.reshape(CTAS, UNITS, LANES).transpose(0, 2, 1),
-                           jnp.broadcast_to(b1, (CTAS, 1, LANES)),
-                           jnp.zeros((CTAS, 1, LANES), b1.dtype)], axis=1)
+  small = w1.reshape(CTAS, UNITS, LANES).transpose(0, 2, 1)
+  small = small.at[:, ROW_B1].set(jnp.broadcast_to(b1, (CTAS, LANES)))
   return jnp.concatenate(split3(w0), axis=2), small
 
 
@@ -433,12 +459,13 @@ def _with_bias(w0, b0):
 def batches(x, labels, order, steps: int):
   """The epoch's batches as the kernel takes them: pixels (steps, 64, 832) in bfloat16 (the
   uint8 values, exactly; input 784 is 255, b0's, the rest 0) and one-hot labels (steps, 10,
-  64), class by class."""
+  64) in bfloat16, class by class."""
   idx = order[:steps * BATCH]
   pad = jnp.zeros((steps * BATCH, PADDED - INPUTS), jnp.bfloat16).at[:, 0].set(255)
   xs = jnp.concatenate([x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16), pad],
                        axis=1).reshape(steps, BATCH, PADDED)
-  onehot = jax.nn.one_hot(labels[idx], CLASSES, dtype=jnp.float32).reshape(steps, BATCH, CLASSES)
+  onehot = jax.nn.one_hot(labels[idx], CLASSES, dtype=jnp.bfloat16)  # 0 and 1, exactly
+  onehot = onehot.reshape(steps, BATCH, CLASSES)
   return xs, onehot.transpose(0, 2, 1)
 
 

@@ -33,7 +33,7 @@ def test_kernel_lowers(steps, precision):
   fn = jax.jit(lambda p, x, o: cluster_mlp.train(p, x, o, 0.5, precision))
   text = fn.trace([layer(784, 256), layer(256, 10)],
                   jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
-                  jax.ShapeDtypeStruct((steps, 10, 64), f32)).lower(
+                  jax.ShapeDtypeStruct((steps, 10, 64), jnp.bfloat16)).lower(
                       lowering_platforms=("cuda",)).as_text()
   assert "mosaic_gpu" in text
 
