@@ -48,21 +48,22 @@ as soon as the backward's tile j is done with it, so the copy runs behind the ba
 The exchanges are small (class k's 64 partial logits from each CTA; then the 10 columns of
 logits), one buffer each: a step's second barrier orders its reads before the next step's
 writes. Shared memory is the limit (x 104 KB, W0's parts 78 KB, and Mosaic GPU rounds every
-buffer up to 1 KB; 1 KB is left): the small products' operands, their sums and the second
+buffer up to 1 KB; under 1 KB is left): the small products' operands, their sums and the second
 warpgroup's part of z take turns in one memory (a ``RefUnion``). The CTA 0 writes each step's
 per-row losses and correct flags; they are added up after the launch in a fixed order.
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: about 8.9 us a step in float32 against 32.4 for xla's scan in the same process,
-about 8.0 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
+A whole epoch: 9.0 us a step in float32 against 32.4 for xla's scan in the same process, 8.3
+in tf32, 7.9 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "The second warpgroup in the forward". So the
 trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
-(``lowers``). It compiles slowly: 75 to 96 s alone in the bench of PERFORMANCE.md, up to 143 s
-beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its phases
-(``PHASES``, with one warpgroup: the profiler's buffers do not fit beside two) with Mosaic GPU's
-profiler; ``interpret=True`` runs it in Mosaic GPU's interpreter with one warpgroup (jax >=
-0.11; jax 0.11.2's needs a local patch for reads of a peer's shared memory).
+(``lowers``). It compiles slowly: 100 to 122 s alone in the bench of 2026-11-26
+(PERFORMANCE.md), up to 180 s beside other compiles. ``reference`` is its plain-jnp twin;
+``profile_dir`` times its phases (``PHASES``, with one warpgroup: the profiler's buffers do not
+fit beside two) with Mosaic GPU's profiler; ``interpret=True`` runs it in Mosaic GPU's
+interpreter with one warpgroup (jax >= 0.11; jax 0.11.2's needs a local patch for reads of a
+peer's shared memory).
 """
 
 from __future__ import annotations
