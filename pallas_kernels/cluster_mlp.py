@@ -54,7 +54,7 @@ per-row losses and correct flags; they are added up after the launch in a fixed 
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 9.0 us a step in float32 against 32.4 for xla's scan in the same process, 8.3
+A whole epoch: 9.0 us a step in float32 against 32.7 for xla's scan in the same process, 8.3
 in tf32, 7.9 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "The second warpgroup in the forward". So the
 trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
