@@ -359,6 +359,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       pl.when(s + 1 < steps)(z_part)
       plgpu.barrier_arrive(w0_done)
       return carry
+    # W0's parts come by a copy the first warpgroup issued, before x's tiles but not
+    # necessarily in before them.
+    plgpu.barrier_wait(tma.at[0])
     z_part()
     plgpu.barrier_arrive(w0_done)
     lax.fori_loop(0, steps, tiles, 0)
