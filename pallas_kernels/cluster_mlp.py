@@ -247,10 +247,12 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     over_tiles(functools.partial(backward_tile, s, bar), first, last)
     plgpu.commit_smem()
 
-  def forward(first, last, acc):  # x times W0's parts side by side: x is read once
-    over_tiles(lambda j: plgpu.wgmma(acc, x.at[j], w0p.at[tile(j), used]), first, last)
-    plgpu.wgmma_wait(0)
-    return acc[...]
+  def forward(first, last):  # z's part from W0's tiles first .. last - 1 (not yet / 255)
+    def product(acc):  # x times W0's parts side by side: x is read once
+      over_tiles(lambda j: plgpu.wgmma(acc, x.at[j], w0p.at[tile(j), used]), first, last)
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    return part_sum(pl.run_scoped(product, plgpu.ACC((BATCH, UNITS * parts), f32)))
 
   def step(s, parity, carry):
     w1, b1 = carry
@@ -258,8 +260,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       plgpu.barrier_wait(x_arrived)
 
     with jax.named_scope("forward"):
-      z = part_sum(pl.run_scoped(functools.partial(forward, 0, split),
-                                 plgpu.ACC((BATCH, UNITS * parts), f32)))
+      z = forward(0, split)
       if warpgroups == 2:
         plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles updated, their part of z in
         z = z + _load(zb, plgpu.Layout.WGMMA)
@@ -348,8 +349,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def second():  # W0's tiles split .. 12: their update, and their part of the next forward
     def z_part():  # Its tiles' part of z, into zb, once the batch's tiles are in.
       plgpu.barrier_wait(x_b)
-      zb[...] = part_sum(pl.run_scoped(functools.partial(forward, split, TILES),
-                                       plgpu.ACC((BATCH, UNITS * parts), f32)))
+      zb[...] = forward(split, TILES)
       plgpu.commit_smem()  # For the first warpgroup (before the arrival)
 
     def tiles(s, carry):
@@ -385,8 +385,9 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
     params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
   f32, bf16 = jnp.float32, jnp.bfloat16
   # Mosaic GPU's interpreter (jax 0.11.2) did not finish the kernel with two warpgroups (cause
-  # not found), and with two the profiler's buffers do not fit (232,800 bytes of shared memory
-  # asked for, 232,448 there): in both, the first warpgroup does all of W0's tiles.
+  # not found), and with two the profiler's buffers did not fit (232,800 bytes of shared memory
+  # asked for, 232,448 there, in the form before 3f222a5; not tried since): in both, the first
+  # warpgroup does all of W0's tiles.
   warpgroups = 1 if interpret or profile_dir else 2
   # W0's tiles 0 .. split - 1 are the first warpgroup's, the rest the second's (the first also
   # takes the small products: 5 and 8 measured 9.04 us a step in float32, 4 and 9 9.26, 6 and
