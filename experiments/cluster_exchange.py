@@ -3,6 +3,7 @@ Hopper): the measurement behind docs/PERFORMANCE.md's "Mosaic GPU clusters".
 
   python -m experiments.cluster_exchange                       # 128 floats, clusters of 2-16
   python -m experiments.cluster_exchange --floats=128,1024 --clusters=4,8
+  python -m experiments.cluster_exchange --mlp --clusters= --grid_programs=none
 
 Each of the C CTAs of one cluster runs ``--steps`` steps: it writes a vector to its shared
 memory (two buffers, by step parity), arrives on a cluster barrier (an mbarrier in every CTA,
@@ -12,6 +13,12 @@ the steps form one chain, and every sum is checked: a wrong value would mean the
 read overtake a write. The cost a step is the difference between launches of ``--steps`` and
 1,000 steps, over the difference in steps (median of ``--repeats`` launches each), so the launch
 itself drops out.
+
+``--mlp`` also times cluster_mlp's two exchanges alone, pulled (as above: a cluster barrier, then
+reads of the peers' memory) and pushed (``pallas_kernels.cluster_push``: each row copied into the
+receiver's memory, completing on its mbarrier; no cluster barrier). 16 CTAs, the kernel's shapes:
+each CTA has ten columns of 64 floats, CTA k < 10 adds up the 16 CTAs' column k in CTA order,
+then every CTA gets the ten sums and checks them; the next step's columns depend on them.
 
 For comparison it times the grid-wide exchange of the epoch kernel the same way
 (``mlp_epoch.barrier_stress``, Triton: every program writes a tile, meets all the others at the
@@ -32,6 +39,7 @@ _FLOATS = flags.DEFINE_list("floats", ["128"], "Floats each CTA writes and every
 _CLUSTERS = flags.DEFINE_list("clusters", ["2", "4", "8", "16"], "Cluster sizes (CTAs).")
 _STEPS = flags.DEFINE_integer("steps", 11_000, "Steps of the long launch (the short has 1,000).")
 _REPEATS = flags.DEFINE_integer("repeats", 15, "Timed launches of each (median).")
+_MLP = flags.DEFINE_bool("mlp", False, "Also time cluster_mlp's two exchanges, pulled and pushed.")
 _GRID = flags.DEFINE_list("grid_programs", ["16", "128", "132"],
                           "Programs of the grid-wide exchange timed for comparison (none: skip).")
 
@@ -78,6 +86,96 @@ def exchange(cluster: int, steps: int, floats: int):
   return jax.jit(kernel)
 
 
+def mlp_exchanges(steps: int, pushed: bool):
+  """A jitted kernel of ``steps`` of cluster_mlp's two exchanges (16 CTAs, ten columns of 64
+  floats); returns, per CTA and row, how many sums were wrong plus the drift (zeros if right)."""
+  from jax.experimental import pallas as pl
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  from pallas_kernels import cluster_push
+  from pallas_kernels.hopper_dense import load
+  ctas, classes, rows = 16, 10, 64
+  by_row = plgpu.Layout.WGMMA.reduce(1)  # cluster_mlp's layout of a column
+  if pushed:
+    buffers = [plgpu.SMEM((classes + 1, rows), jnp.float32),  # the columns, then the sum
+               plgpu.SMEM((ctas, rows), jnp.float32),  # class c's columns, one row a CTA
+               plgpu.SMEM((classes + 1, rows), jnp.float32)]  # the sums, then 2 mbarriers
+  else:  # A whole buffer each: a peer's view of a row does not lower (jax 0.11.2).
+    buffers = [plgpu.SMEM((rows,), jnp.float32) for _ in range(classes + 1)]
+
+  @functools.partial(
+      plgpu.kernel, out_type=jax.ShapeDtypeStruct((ctas, rows), jnp.float32),
+      grid=(1,), grid_names=("grid",), cluster=(ctas,), cluster_names=("cta",),
+      compiler_params=plgpu.CompilerParams(unsafe_no_auto_barriers=True),
+      scratch_types=[plgpu.ClusterBarrier(collective_axes=("cta",), num_barriers=5), *buffers])
+  def kernel(out_ref, barrier, *buffers):
+    c = lax.axis_index("cta")
+    if pushed:
+      columns, inbox, sums_in = buffers
+      bars = sums_in.at[classes]
+      cluster_push.init(bars, (ctas, classes))
+      column = columns.at  # column[k]: this CTA's column k; column[classes]: its class's sum
+    else:
+      column = buffers
+    row = plgpu.layout_cast(lax.broadcasted_iota(jnp.int32, (rows,), 0), by_row)
+    row = row.astype(jnp.float32)
+
+    def meet(i):
+      plgpu.commit_smem()
+      plgpu.barrier_arrive(barrier.at[i])
+      plgpu.barrier_wait(barrier.at[i])
+
+    def want(s, k):  # The sum over c of (s mod 997) + c + 16 k + row
+      return ctas * (lax.rem(s, 997).astype(jnp.float32) + 16.0 * k + row) + 120.0
+
+    def step(s, parity, carry):
+      drift, wrong = carry
+      mine = lax.rem(s, 997).astype(jnp.float32) + c.astype(jnp.float32) + row + drift
+      for k in range(classes):
+        column[k][...] = mine + 16.0 * k
+      if pushed:
+        plgpu.commit_smem()  # The columns visible to the copy engine
+        for k in range(classes):
+          cluster_push.push(columns.at[k], inbox, bars, 0, k)
+
+        @pl.when(c < classes)
+        def _():
+          cluster_push.wait(bars, 0, parity)
+          columns.at[classes][...] = functools.reduce(
+              jnp.add, [load(inbox.at[peer], by_row) for peer in range(ctas)])
+          plgpu.commit_smem()
+          for peer in range(ctas):
+            cluster_push.push(columns.at[classes], sums_in, bars, 1, peer)
+        cluster_push.wait(bars, 1, parity)
+        sums = [load(sums_in.at[k], by_row) for k in range(classes)]
+      else:
+        meet(parity)
+
+        for k in range(classes):
+          @pl.when(c == k)
+          def _():  # All 16 reads in flight together, then added up in CTA order
+            column[classes][...] = functools.reduce(
+                jnp.add, [load(plgpu.cluster_ref(column[k], {"cta": peer}), by_row)
+                          for peer in range(ctas)])
+        meet(2 + parity)
+        sums = [load(plgpu.cluster_ref(column[classes], {"cta": k}), by_row)
+                for k in range(classes)]
+      bad = functools.reduce(jnp.add, [jnp.where(v != want(s, k), 1.0, 0.0)
+                                       for k, v in enumerate(sums)])
+      return sums[0] - want(s, 0), wrong + bad
+
+    def two_steps(i, carry):
+      return step(2 * i + 1, 1, step(2 * i, 0, carry))
+
+    drift, wrong = lax.fori_loop(0, steps // 2, two_steps, (row * 0.0, row * 0.0))
+    meet(4)  # No CTA leaves while a peer may still read or write its memory.
+    column[0][...] = wrong + jnp.abs(drift)
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(column[0], out_ref.at[c])
+    plgpu.wait_smem_to_gmem(0)
+
+  return jax.jit(kernel)
+
+
 def grid_exchange(programs: int, steps: int, floats: int):
   """The epoch kernel's grid-wide exchange (Triton): returns a function that runs ``steps``
   rounds of write, grid barrier, read among ``programs`` programs and gives the wrong reads."""
@@ -100,7 +198,8 @@ def main(argv):
     sys.exit(f"error: --steps must be an even number above {SHORT}, got {_STEPS.value}")
   print(f"device {d.device_kind}; jax {jax.__version__}; {_STEPS.value} and {SHORT} steps, "
         f"median of {_REPEATS.value} launches")
-  print(f"{'CTAs':>4s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s} {'KB read/CTA':>11s}")
+  if _CLUSTERS.value:
+    print(f"{'CTAs':>4s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s} {'KB read/CTA':>11s}")
   for floats in map(int, _FLOATS.value):
     for cluster in map(int, _CLUSTERS.value):
       try:
@@ -113,6 +212,13 @@ def main(argv):
               f"{str(e).splitlines()[0][:150]}", flush=True)
         if "launch failure" in str(e):  # The CUDA context is gone: nothing after can run.
           sys.exit("error: a launch failed; later sizes need a fresh process")
+  if _MLP.value:
+    print("cluster_mlp's two exchanges (16 CTAs, ten columns of 64 floats)")
+    print(f"{'form':>8s} {'us/step':>8s} {'wrong':>6s}")
+    for form in ("pulled", "pushed"):
+      us, wrong = time_per_step(lambda steps: mlp_exchanges(steps, form == "pushed"),
+                                _STEPS.value, _REPEATS.value)
+      print(f"{form:>8s} {us:8.3f} {wrong:6.0f}", flush=True)
   grid = [int(p) for p in _GRID.value if p.lower() != "none"]
   sms = getattr(d, "core_count", None)
   if grid:

@@ -56,16 +56,15 @@ per-row losses and correct flags; they are added up after the launch in a fixed 
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 9.0 us a step in float32 against 32.7 for xla's scan in the same process, 8.3
-in tf32, 7.9 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
-10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "The second warpgroup in the forward". So the
-trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11
-(``lowers``). It compiles slowly: 100 to 122 s alone in the bench of 2026-11-26
-(PERFORMANCE.md), up to 180 s beside other compiles. ``reference`` is its plain-jnp twin;
-``profile_dir`` times its phases (``PHASES``, with one warpgroup: the profiler's buffers do not
-fit beside two) with Mosaic GPU's profiler; ``interpret=True`` runs it in Mosaic GPU's
-interpreter with one warpgroup (jax >= 0.11; jax 0.11.2's needs a local patch for reads of a
-peer's shared memory).
+A whole epoch: 8.1 us a step in float32 against 32.6 for xla's scan in the same process, 7.4
+in tf32, 6.8 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
+10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Pushing the exchanges". So the trainer runs
+it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11 (``lowers``).
+It compiles in 32 to 46 s alone (the bench of 2026-11-26, the day's last session), up to about
+70 s beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
+phases (``PHASES``, with one warpgroup) with Mosaic GPU's profiler; ``interpret=True`` runs it
+in Mosaic GPU's interpreter with one warpgroup and the pulled exchanges (jax >= 0.11; jax
+0.11.2's needs a local patch for reads of a peer's shared memory).
 """
 
 from __future__ import annotations
@@ -420,20 +419,22 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 def _call(steps: int, lr: float, parts: int, interpret: bool = False,
           profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
-  # Barriers between a warpgroup's threads where they hand data over (commit_smem), not around
-  # every store to shared memory (about 190 a step, counted in the code): 11.8 -> 10.9 us a step.
+  # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
+  # around every store to shared memory (about 190 a step, counted in the code): 11.8 -> 10.9 us
+  # a step when it came in.
   params = {"unsafe_no_auto_barriers": True}
   if profile_dir:  # Each scope takes 4 entries a step, the header 3.
     params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
   f32, bf16 = jnp.float32, jnp.bfloat16
   # Mosaic GPU's interpreter (jax 0.11.2) did not finish the kernel with two warpgroups (cause
-  # not found), and with two the profiler's buffers did not fit (232,800 bytes of shared memory
-  # asked for, 232,448 there, in the form before 3f222a5; not tried since): in both, the first
-  # warpgroup does all of W0's tiles.
+  # not found), and the profiler's buffers did not fit beside two (232,800 bytes of shared
+  # memory asked for, 232,448 there, in the form before 3f222a5; a scratch copy with four
+  # steps' entries counted per range did fit beside two, PERFORMANCE.md, "Pushing the
+  # exchanges"): in both, the first warpgroup does all of W0's tiles.
   warpgroups = 1 if interpret or profile_dir else 2
   # W0's tiles 0 .. split - 1 are the first warpgroup's, the rest the second's (the first also
   # takes the small products: 5 and 8 measured 9.04 us a step in float32, 4 and 9 9.26, 6 and
-  # 7 9.08, 7 and 6 9.49).
+  # 7 9.08, 7 and 6 9.49; with the exchanges pushed 8.06, 8.49 and 8.18).
   split = SPLIT if warpgroups == 2 else TILES
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))

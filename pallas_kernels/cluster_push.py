@@ -6,9 +6,9 @@ two waits on the cluster network, the barrier's and the reads'. Pushed (this mod
 copies a row into the receiver's shared memory with the copy engine (``cp.async.bulk``), and the
 copy completes on an mbarrier in the receiver's memory, which the receiver waits on; then it
 reads its own memory. One wait, and no cluster barrier. cluster_mlp's two exchanges (ten
-columns of 64 floats to ten CTAs, then one column from each of those to all 16) took 1.24 us a
-step pulled and 0.66 pushed, in a probe on the H100 (jax 0.11.2; PERFORMANCE.md, "Pushing the
-exchanges").
+columns of 64 floats to ten CTAs, then one column from each of those to all 16) take 1.16 us a
+step pulled and 0.69 pushed on the H100 (jax 0.11.2, ``experiments.cluster_exchange --mlp``;
+docs/PERFORMANCE.md, "Pushing the exchanges").
 
 Pallas has no push of a shared-memory row to a peer, so the three pieces are PTX, emitted
 through ``plgpu.inline_mgpu``:
@@ -26,7 +26,7 @@ copy engine first (``plgpu.commit_smem``: a proxy fence and a barrier of the war
 is the caller's to order: a sender may push the next step's row only once the receiver has read
 the last (in cluster_mlp every exchange waits on one that follows the reads). The mbarriers'
 default semantics are enough: the data comes with the copy, not with the arrival. Marking the
-arrival ``.release.cluster`` made the probe's step fourteen times slower (9.3 us).
+arrival ``.release.cluster`` made a probe's step fourteen times slower (9.3 us).
 
 GPU only: Mosaic GPU's interpreter cannot run PTX, so kernels keep a pulled form for it.
 """

@@ -1,0 +1,15 @@
+"""cluster_push's PTX on the CPU: the probe of cluster_mlp's two exchanges
+(``experiments.cluster_exchange --mlp``) lowers for a Hopper GPU in both forms, pulled (a cluster
+barrier and peer reads) and pushed (bulk copies completing on the receiver's mbarrier). The
+pushed form runs on the GPU only (Mosaic GPU's interpreter runs no PTX); the device checks its
+sums in that script and cluster_mlp's in ``experiments.check_kernels --only=cluster_mlp``."""
+
+import pytest
+
+
+@pytest.mark.parametrize("pushed", [False, True])
+def test_mlp_exchanges_lower(pushed):
+  from experiments import cluster_exchange
+  text = cluster_exchange.mlp_exchanges(1000, pushed).trace().lower(
+      lowering_platforms=("cuda",)).as_text()
+  assert "mosaic_gpu" in text.lower()
