@@ -35,7 +35,7 @@ what threads wrote.
 Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
 0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
 each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24:
-``hopper_dense.split3``), so every product of the tensor cores is exact and only their float32
+``split3``), so every product of the tensor cores is exact and only their float32
 sums round. The parts sit side by side in shared memory (W0's as (832, 48), dz's as (64, 48)),
 so one wgmma of N = 48 takes all three and reads x once; the three 16-column groups of its
 result are added after. At reduced precision the products take fewer parts (``PARTS``: tf32
@@ -77,7 +77,8 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import cluster_push, common
-from pallas_kernels.hopper_dense import load as _load, split3
+from pallas_kernels import hopper_dense
+from pallas_kernels.hopper_dense import load as _load
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
 INPUTS = 784
@@ -140,6 +141,20 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   # The small products' operands, then their sums, then the second warpgroup's part of z take
   # turns in one memory, so that x, W0 and the rest fit in the 227 KB of shared memory.
   (lhs, rhs), sums, zb = backward_buffers
+
+  def split3(a):
+    """a as three bfloat16 parts that add up to it exactly (``hopper_dense.split3``), here by
+    the hardware's conversion (round to nearest even, as split3's integer rounding) and back:
+    fewer instructions (float32 8.24 -> 7.35 us a step in one call, the same bits). split3
+    rounds in integers because XLA drops a float32 -> bfloat16 -> float32 round trip; the
+    interpreter runs through XLA, so it keeps split3."""
+    if not ptx:
+      return hopper_dense.split3(a)
+    parts = []
+    for _ in range(3):
+      parts.append(a.astype(jnp.bfloat16))
+      a = a - parts[-1].astype(f32)  # exact: what is left has at most 16 (then 8) bits
+    return parts
 
   def rows(v):  # (64,) -> (64, 16): v down the rows
     return lax.broadcast_in_dim(v, (BATCH, LANES), [0])
@@ -486,7 +501,7 @@ def _pack(params):
   b1 = jnp.pad(params[1]["b"], (0, LANES - CLASSES))
   small = w1.reshape(CTAS, UNITS, LANES).transpose(0, 2, 1)
   small = small.at[:, ROW_B1].set(jnp.broadcast_to(b1, (CTAS, LANES)))
-  return jnp.concatenate(split3(w0), axis=2), small
+  return jnp.concatenate(hopper_dense.split3(w0), axis=2), small
 
 
 def _unpack(w0p, small):
