@@ -56,12 +56,12 @@ per-row losses and correct flags; they are added up after the launch in a fixed 
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 8.1 us a step in float32 against 32.6 for xla's scan in the same process, 7.4
-in tf32, 6.8 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
+A whole epoch: 7.4 us a step in float32 against 32.7 for xla's scan in the same process, 6.9
+in tf32, 6.5 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Pushing the exchanges". So the trainer runs
 it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11 (``lowers``).
-It compiles in 32 to 46 s alone (the bench of 2026-11-26, the day's last session), up to about
-70 s beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
+It compiles in 30 to 40 s alone (the bench of 2026-11-26, the day's last session), up to about
+90 s beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
 phases (``PHASES``, with one warpgroup) with Mosaic GPU's profiler; ``interpret=True`` runs it
 in Mosaic GPU's interpreter with one warpgroup and the pulled exchanges (jax >= 0.11; jax
 0.11.2's needs a local patch for reads of a peer's shared memory).
