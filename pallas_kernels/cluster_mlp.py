@@ -102,8 +102,8 @@ PHASES = ("wait_x", "forward", "partials", "exchange_1", "sum_class", "exchange_
 
 def lowers() -> str | None:
   """Why this jax cannot compile the kernel (one line), or None if it can: jax 0.12's Mosaic GPU
-  infers layouts by a search that did not finish on it (over 10 minutes on a CPU; the
-  backward's buffers sharing one memory are what it stalls on)."""
+  infers layouts by a search that did not finish on it (over 10 minutes on a CPU, 25 with the
+  pushed exchanges; the backward's buffers sharing one memory are what it stalls on)."""
   version = tuple(int(v) for v in jax.__version__.split(".")[:2])
   if version >= (0, 12):
     return f"jax {jax.__version__}'s Mosaic GPU layout inference does not finish on it"
