@@ -49,10 +49,11 @@ The exchanges are small (class k's 64 partial logits from each CTA; then the 10 
 logits) and wait on nothing but their data: no cluster barrier in the step (pulled through one,
 with reads of the peers' memory, they cost about 1 us a step more). One inbox each is enough:
 a CTA pushes a step's columns only after it has the last step's logits, which their CTAs sent
-only after reading their inbox. Shared memory is the limit (x 104 KB, W0's parts 78 KB, and Mosaic GPU rounds every
-buffer up to 1 KB; under 1 KB is left): the small products' operands, their sums and the second
-warpgroup's part of z take turns in one memory (a ``RefUnion``). The CTA 0 writes each step's
-per-row losses and correct flags; they are added up after the launch in a fixed order.
+only after reading their inbox. Shared memory is the limit (x 104 KB, W0's parts 78 KB, and
+Mosaic GPU rounds every buffer up to 1 KB; about 2 KB is left): the small products' operands,
+their sums and the second warpgroup's part of z take turns in one memory (a ``RefUnion``).
+CTA 0 writes each step's per-row losses and correct flags; they are added up after the launch
+in a fixed order.
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
@@ -76,8 +77,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from pallas_kernels import cluster_push, common
-from pallas_kernels import hopper_dense
+from pallas_kernels import cluster_push, common, hopper_dense
 from pallas_kernels.hopper_dense import load as _load
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
