@@ -58,8 +58,8 @@ in a fixed order.
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 7.4 us a step in float32 against 32.7 for xla's scan in the same process, 6.9
-in tf32, 6.5 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
+A whole epoch: 7.4 us a step in float32 against 32.7 for xla's scan in the same process, 6.8
+in tf32, 6.2 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Pushing the exchanges". So the trainer runs
 it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11 (``lowers``).
 It compiles in 30 to 40 s alone (the bench of 2026-11-26, the day's last session), up to about
