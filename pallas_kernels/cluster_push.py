@@ -37,7 +37,8 @@ BARRIER_BYTES = 8  # An mbarrier is 8 bytes; the caller's ref holds them side by
 
 
 def _asm(text: str, *args):
-  """``text`` as inline PTX with side effects; ``args`` are i32 (``r``) or i1 (``b``) values."""
+  """``text`` as inline PTX with side effects; ``args`` are i32 (``r``) or i1 (``b``) values.
+  (Mosaic GPU's ``utils.inline_ptx`` does the same from jax 0.11 on; jax 0.10 has none.)"""
   from jax._src.lib.mlir import ir
   from jax._src.lib.mlir.dialects import llvm
   kinds = ["b" if ir.IntegerType(a.type).width == 1 else "r" for a in args]
