@@ -3,10 +3,10 @@
 The network is 784 -> 256 (ReLU) -> 10 with biases, softmax cross-entropy and plain SGD,
 batch 64: the project's MLP reference workload. One launch runs every step of an epoch in
 one cluster of 16 CTAs, two warpgroups each. CTA c owns hidden units 16c .. 16c + 15: its
-columns of W0 (kept in shared memory for the whole launch, in thirteen tiles of 64 inputs), with
-b0 as W0's row 784 (the images' input 784 is 255, so x W0 / 255 adds b0, and that row's update
-is b0's), and its rows of W1 (in registers). b1 is held by every CTA and updated the same way
-everywhere. A step, in each CTA:
+columns of W0 (kept in shared memory for the whole launch, in thirteen tiles of 64 inputs; at
+tf32 and bfloat16 also in registers, below), with b0 as W0's row 784 (the images' input 784 is
+255, so x W0 / 255 adds b0, and that row's update is b0's), and its rows of W1 (in registers).
+b1 is held by every CTA and updated the same way everywhere. A step, in each CTA:
 
   forward    z = x W0[:, units] / 255, a (64, 16) wgmma product over the 785 inputs (padded to
              832): W0's tiles 0 .. 4 by the first warpgroup, 5 .. 12 by the second (its part
@@ -40,8 +40,11 @@ sums round. The parts sit side by side in shared memory (W0's as (832, 48), dz's
 so one wgmma of N = 48 takes all three and reads x once; the three 16-column groups of its
 result are added after. At reduced precision the products take fewer parts (``PARTS``: tf32
 two, bfloat16 one); W0 itself is kept as all three parts, its float32 value exactly: the
-update adds them up, and stores the new value's three parts. bfloat16 wgmma takes x
-transposed from shared memory, so x^T is never formed.
+update adds them up, and stores the new value's three parts. At tf32 and bfloat16 each
+warpgroup holds its tiles' float32 values in registers instead (a tile is 8 values a thread,
+in the layout of its update's product), so an update loads nothing and stores only the parts
+the products take (all three in the last step); at float32 ptxas would spill. bfloat16 wgmma
+takes x transposed from shared memory, so x^T is never formed.
 
 The batch comes by TMA in thirteen tiles of 64 inputs, each on a barrier of its own: the next
 step's tile j is fetched as soon as the backward's tile j is done with it, so the copy runs
@@ -58,12 +61,12 @@ in a fixed order.
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 7.4 us a step in float32 against 32.7 for xla's scan in the same process, 6.8
+A whole epoch: 7.4 us a step in float32 against 32.7 for xla's scan in the same process, 6.6
 in tf32, 6.2 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
-10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Pushing the exchanges". So the trainer runs
+10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "W0 in registers". So the trainer runs
 it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11 (``lowers``).
-It compiles in 30 to 40 s alone (the bench of 2026-11-26, the day's last session), up to about
-90 s beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
+It compiles in 43 to 53 s in the bench (2026-11-26, "W0 in registers"), up to about 100 s
+beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
 phases (``PHASES``, with one warpgroup) with Mosaic GPU's profiler; ``interpret=True`` runs it
 in Mosaic GPU's interpreter with one warpgroup and the pulled exchanges (jax >= 0.11; jax
 0.11.2's needs a local patch for reads of a peer's shared memory).
@@ -132,7 +135,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             x, w0p, backward_buffers, dzp, onehot, eye, small, met,
             tma, x_tiles, dz_ready, w0_done, small_done, barrier, columns, inbox, logits_in,
             steps: int, lr: float, parts: int, unroll: bool, warpgroups: int, split: int,
-            ptx: bool):
+            ptx: bool, registers: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
@@ -230,7 +233,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       plgpu.barrier_wait(tma.at[i])
     w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
     b1 = _load(small.at[ROW_B1], by_col)
-    return w1, b1
+    return w1, b1, held(0, split)
 
   def small_grads(h, dlogits):
     """dW1[units] (a (16,) row a class) and db1: sums over the batch rows, on the tensor
@@ -263,7 +266,14 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
                                         for p in range(parts)])
     return [row(k, 0) for k in range(CLASSES)], row(ONES, UNITS)
 
-  def backward_tile(s, j):  # dW0's tile j, and W0's tile j updated in place
+  def held(first, last):  # W0's tiles first .. last - 1 in registers (float32), or () if not
+    return tuple(w0_tile(j) for j in range(first, last)) if registers else ()
+
+  def backward_tile(s, j, w):
+    """dW0's tile j, and W0's tile j updated: w is its float32 value in registers (returned
+    updated; only the parts the products take are stored, all three in the last step, for the
+    output), or None where W0 is in shared memory only (its three parts loaded, added up,
+    stored)."""
     def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
       plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
       plgpu.wgmma_wait(0)
@@ -275,13 +285,25 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     @pl.when(s + 1 < steps)
     def _():  # This tile of x is done with: the next batch's comes in behind the backward.
       fetch_x(s + 1, j)
-    w = w0_tile(j) - lr * grad / 255.0  # as the twin rounds it
-    for p, bits in enumerate(split3(w)):
+    new = (w0_tile(j) if w is None else w) - lr * grad / 255.0  # as the twin rounds it
+    for p, bits in enumerate(split3(new)[:3 if w is None else parts]):
       w0_part(j, p)[...] = bits
+    if w is None:
+      return None
 
-  def update_w0(s, first, last):  # W0's tiles first .. last - 1
-    over_tiles(functools.partial(backward_tile, s), first, last)
+    @pl.when(s + 1 == steps)
+    def _():
+      for p, bits in list(enumerate(split3(new)))[parts:]:
+        w0_part(j, p)[...] = bits
+    return new
+
+  def update_w0(s, first, last, ws):  # W0's tiles first .. last - 1; ws: see ``held``
+    if ws:  # unrolled: registers are not indexed by a loop's counter
+      ws = tuple(backward_tile(s, j, w) for j, w in zip(range(first, last), ws))
+    else:
+      over_tiles(lambda j: backward_tile(s, j, None), first, last)
     plgpu.commit_smem()
+    return ws
 
   def forward(first, last):  # z's part from W0's tiles first .. last - 1 (not yet / 255)
     def product(acc):  # x times W0's parts side by side: x is read once
@@ -331,7 +353,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             for k in range(CLASSES)]
 
   def step(s, parity, carry):
-    w1, b1 = carry
+    w1, b1, ws = carry
     with jax.named_scope("forward"):
       z = forward(0, split)
       if warpgroups == 2:
@@ -379,9 +401,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[3])
 
     with jax.named_scope("backward_w0"):
-      update_w0(s, 0, split)
+      ws = update_w0(s, 0, split, ws)
     w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
-    return w1, b1 - lr * db1
+    return w1, b1 - lr * db1, ws
 
   def two_steps(i, carry):
     carry = step(2 * i, 0, carry)
@@ -391,7 +413,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     carry = lax.fori_loop(0, steps // 2, two_steps, start())
     if steps % 2:
       carry = step(steps - 1, 0, carry)
-    w1, b1 = carry
+    w1, b1, _ = carry
     if warpgroups == 2:
       plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles of the last step
     meet(4)  # No CTA leaves while a peer may still read its buffers.
@@ -408,19 +430,19 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       zb[...] = forward(split, TILES)
       sync()  # For the first warpgroup (before the arrival)
 
-    def tiles(s, carry):
+    def tiles(s, ws):
       plgpu.barrier_wait(dz_ready)
-      update_w0(s, split, TILES)
+      ws = update_w0(s, split, TILES, ws)
       plgpu.barrier_wait(small_done)  # zb's memory is free.
       pl.when(s + 1 < steps)(z_part)
       plgpu.barrier_arrive(w0_done)
-      return carry
+      return ws
     # W0's parts come by a copy the first warpgroup issued, before x's tiles but not
     # necessarily in before them.
     plgpu.barrier_wait(tma.at[0])
     z_part()
     plgpu.barrier_arrive(w0_done)
-    lax.fori_loop(0, steps, tiles, 0)
+    lax.fori_loop(0, steps, tiles, held(split, TILES))
 
   if warpgroups == 2:
     wg = lax.axis_index("wg")
@@ -451,11 +473,15 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
   # takes the small products: 5 and 8 measured 9.04 us a step in float32, 4 and 9 9.26, 6 and
   # 7 9.08, 7 and 6 9.49; with the exchanges pushed 8.06, 8.49 and 8.18).
   split = SPLIT if warpgroups == 2 else TILES
+  # W0's float32 values held in registers at tf32 and bfloat16 (one call: bfloat16 6.33 -> 5.49
+  # us a step, tf32 6.75 -> 6.26, the same bits); at float32 ptxas spills (7.30 -> 7.89).
+  registers = parts < 3
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
-                        warpgroups=warpgroups, split=split, ptx=not interpret),
+                        warpgroups=warpgroups, split=split, ptx=not interpret,
+                        registers=registers),
       out_type=(jax.ShapeDtypeStruct((CTAS, PADDED, 3 * UNITS), bf16),
                 jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
