@@ -16,7 +16,9 @@ itself drops out.
 
 ``--mlp`` also times cluster_mlp's two exchanges alone, pulled (as above: a cluster barrier, then
 reads of the peers' memory) and pushed (``pallas_kernels.cluster_push``: each row copied into the
-receiver's memory, completing on its mbarrier; no cluster barrier). 16 CTAs, the kernel's shapes:
+receiver's memory, completing on its mbarrier; no cluster barrier), the pushes issued by one
+thread one after another (``pushed``) or by the warpgroup's four warps (``spread``, as the
+kernel does). 16 CTAs, the kernel's shapes:
 each CTA has ten columns of 64 floats, CTA k < 10 adds up the 16 CTAs' column k in CTA order,
 then every CTA gets the ten sums and checks them; the next step's columns depend on them.
 
@@ -39,7 +41,8 @@ _FLOATS = flags.DEFINE_list("floats", ["128"], "Floats each CTA writes and every
 _CLUSTERS = flags.DEFINE_list("clusters", ["2", "4", "8", "16"], "Cluster sizes (CTAs).")
 _STEPS = flags.DEFINE_integer("steps", 11_000, "Steps of the long launch (the short has 1,000).")
 _REPEATS = flags.DEFINE_integer("repeats", 15, "Timed launches of each (median).")
-_MLP = flags.DEFINE_bool("mlp", False, "Also time cluster_mlp's two exchanges, pulled and pushed.")
+_MLP = flags.DEFINE_bool("mlp", False,
+                         "Also time cluster_mlp's two exchanges: pulled, pushed, spread.")
 _GRID = flags.DEFINE_list("grid_programs", ["16", "128", "132"],
                           "Programs of the grid-wide exchange timed for comparison (none: skip).")
 
@@ -86,15 +89,17 @@ def exchange(cluster: int, steps: int, floats: int):
   return jax.jit(kernel)
 
 
-def mlp_exchanges(steps: int, pushed: bool):
+def mlp_exchanges(steps: int, form: str):
   """A jitted kernel of ``steps`` of cluster_mlp's two exchanges (16 CTAs, ten columns of 64
-  floats); returns, per CTA and row, how many sums were wrong plus the drift (zeros if right)."""
+  floats), ``form`` pulled, pushed (by one thread) or spread (pushed by four warps); returns, per
+  CTA and row, how many sums were wrong plus the drift (zeros if right)."""
   from jax.experimental import pallas as pl
   from jax.experimental.pallas import mosaic_gpu as plgpu
   from pallas_kernels import cluster_push
   from pallas_kernels.hopper_dense import load
   ctas, classes, rows = 16, 10, 64
   by_row = plgpu.Layout.WGMMA.reduce(1)  # cluster_mlp's layout of a column
+  pushed = form != "pulled"
   if pushed:
     buffers = [plgpu.SMEM((classes + 1, rows), jnp.float32),  # the columns, then the sum
                plgpu.SMEM((ctas, rows), jnp.float32),  # class c's columns, one row a CTA
@@ -134,8 +139,11 @@ def mlp_exchanges(steps: int, pushed: bool):
         column[k][...] = mine + 16.0 * k
       if pushed:
         plgpu.commit_smem()  # The columns visible to the copy engine
-        for k in range(classes):
-          cluster_push.push(columns.at[k], inbox, bars, 0, k)
+        if form == "spread":
+          cluster_push.scatter(columns.at[pl.ds(0, classes)], inbox, bars, 0)
+        else:
+          for k in range(classes):
+            cluster_push.push(columns.at[k], inbox, bars, 0, k)
 
         @pl.when(c < classes)
         def _():
@@ -143,8 +151,11 @@ def mlp_exchanges(steps: int, pushed: bool):
           columns.at[classes][...] = functools.reduce(
               jnp.add, [load(inbox.at[peer], by_row) for peer in range(ctas)])
           plgpu.commit_smem()
-          for peer in range(ctas):
-            cluster_push.push(columns.at[classes], sums_in, bars, 1, peer)
+          if form == "spread":
+            cluster_push.broadcast(columns.at[classes], sums_in, bars, 1, ctas)
+          else:
+            for peer in range(ctas):
+              cluster_push.push(columns.at[classes], sums_in, bars, 1, peer)
         cluster_push.wait(bars, 1, parity)
         sums = [load(sums_in.at[k], by_row) for k in range(classes)]
       else:
@@ -215,8 +226,8 @@ def main(argv):
   if _MLP.value:
     print("cluster_mlp's two exchanges (16 CTAs, ten columns of 64 floats)")
     print(f"{'form':>8s} {'us/step':>8s} {'wrong':>6s}")
-    for form in ("pulled", "pushed"):
-      us, wrong = time_per_step(lambda steps: mlp_exchanges(steps, form == "pushed"),
+    for form in ("pulled", "pushed", "spread"):
+      us, wrong = time_per_step(lambda steps: mlp_exchanges(steps, form),
                                 _STEPS.value, _REPEATS.value)
       print(f"{form:>8s} {us:8.3f} {wrong:6.0f}", flush=True)
   grid = [int(p) for p in _GRID.value if p.lower() != "none"]

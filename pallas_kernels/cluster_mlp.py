@@ -324,8 +324,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     if ptx:  # Each column copied to the CTA that adds it up, each sum to every CTA.
       with jax.named_scope("exchange_1"):
         plgpu.commit_smem()  # The columns visible to the copy engine
-        for k in range(CLASSES):
-          cluster_push.push(columns.at[k], inbox, bars, 0, k)
+        cluster_push.scatter(columns.at[pl.ds(0, CLASSES)], inbox, bars, 0)
 
       @pl.when(c < CLASSES)
       def _():
@@ -333,8 +332,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
           cluster_push.wait(bars, 0, parity)
           add_up([_load(inbox.at[peer], by_row) for peer in range(CTAS)])
           plgpu.commit_smem()
-          for peer in range(CTAS):
-            cluster_push.push(columns.at[CLASSES], logits_in, bars, 1, peer)
+          cluster_push.broadcast(columns.at[CLASSES], logits_in, bars, 1, CTAS)
       with jax.named_scope("exchange_2"):
         cluster_push.wait(bars, 1, parity)
       with jax.named_scope("read_logits"):

@@ -13,12 +13,16 @@ docs/PERFORMANCE.md, "Pushing the exchanges").
 Pallas has no push of a shared-memory row to a peer, so the three pieces are PTX, emitted
 through ``plgpu.inline_mgpu``:
 
-  init     every thread of the CTA, once, before any push: one thread sets up the mbarriers,
-           then the whole cluster meets (peers must not signal a barrier before it exists)
-  push     one thread: for the receiving CTA, arrive on its mbarrier expecting the row's bytes,
-           then copy the row into its memory at this CTA's row (so a receiver's buffer holds one
-           row a sender); the copy's completion counts the bytes off
-  wait     every thread: spin on the mbarrier's phase (the step's parity)
+  init       every thread of the CTA, once, before any push: one thread sets up the mbarriers,
+             then the whole cluster meets (peers must not signal a barrier before it exists)
+  push       one thread: for the receiving CTA, arrive on its mbarrier expecting the row's
+             bytes, then copy the row into its memory at this CTA's row (so a receiver's buffer
+             holds one row a sender); the copy's completion counts the bytes off
+  scatter,   the same for several receivers, spread over the warpgroup's four warps (one lane
+  broadcast  each): row k to CTA k, or one row to CTAs 0 .. n - 1. Issued by one thread, 16
+             pushes go out one after another; by four warps, four at a time (cluster_mlp:
+             bfloat16 6.29 -> 5.87 us a step, tf32 6.58 -> 6.07, in one call)
+  wait       every thread: spin on the mbarrier's phase (the step's parity)
 
 An mbarrier with ``n`` senders completes a phase when all ``n`` have arrived and all their
 bytes have landed, so the receiver never arms it. The sender's rows must be visible to the
@@ -96,6 +100,46 @@ def push(row, inbox, bars, barrier: int, cta: int) -> None:
     _asm(ptx, _one_thread("WARPGROUP"), _address(bars, BARRIER_BYTES * barrier),
          _address(inbox), _address(row))
   emit(row, inbox, bars)
+
+
+def _push_spread(src, stride: int, inbox, bars, barrier: int, count: int) -> None:
+  """For each peer < count: one ``inbox`` row's bytes, from ``src`` + peer * ``stride`` bytes,
+  into CTA peer's ``inbox`` at this CTA's row, completing on peer's mbarrier ``barrier``. Lane 0
+  of warp w (of the warpgroup's four) pushes to peers w, w + 4, ..."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  nbytes = inbox.shape[1] * inbox.dtype.itemsize
+  lines = ["{", ".reg .b32 w, peer, src, bar, dst, mine;", ".reg .pred p, lead;",
+           "mov.u32 w, %tid.x;", "and.b32 peer, w, 31;", "setp.eq.u32 lead, peer, 0;",
+           "shr.u32 w, w, 5;", "and.b32 w, w, 3;",  # this warp of the warpgroup
+           "mov.u32 mine, %cluster_ctarank;", f"mad.lo.u32 mine, mine, {nbytes}, $1;"]
+  for first in range(0, count, 4):
+    lines += [f"add.u32 peer, w, {first};",
+              f"setp.lt.and.u32 p, peer, {count}, lead;",
+              f"mad.lo.u32 src, peer, {stride}, $2;",
+              "mapa.shared::cluster.u32 bar, $0, peer;",  # the same addresses in CTA peer
+              "mapa.shared::cluster.u32 dst, mine, peer;",
+              f"@p mbarrier.arrive.expect_tx.shared::cluster.b64 _, [bar], {nbytes};",
+              "@p cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
+              f" [dst], [src], {nbytes}, [bar];"]
+  ptx = "\n".join(lines + ["}"])
+
+  @plgpu.inline_mgpu(arg_types=(plgpu.RefType(), plgpu.RefType(), plgpu.RefType()))
+  def emit(ctx, src, inbox, bars):
+    _asm(ptx, _address(bars, BARRIER_BYTES * barrier), _address(inbox), _address(src))
+  emit(src, inbox, bars)
+
+
+def scatter(rows, inbox, bars, barrier: int) -> None:
+  """Row k of ``rows`` (2-D, shared memory) to CTA k's ``inbox`` at this CTA's row, for every
+  row, completing on CTA k's mbarrier ``barrier``: four pushes at a time (``_push_spread``).
+  Every thread of the warpgroup calls it."""
+  _push_spread(rows, rows.shape[1] * rows.dtype.itemsize, inbox, bars, barrier, rows.shape[0])
+
+
+def broadcast(row, inbox, bars, barrier: int, ctas: int) -> None:
+  """``row`` to CTAs 0 .. ctas - 1, into each one's ``inbox`` at this CTA's row, completing on
+  its mbarrier ``barrier``: four pushes at a time. Every thread of the warpgroup calls it."""
+  _push_spread(row, 0, inbox, bars, barrier, ctas)
 
 
 def wait(bars, barrier: int, parity: int) -> None:
