@@ -13,10 +13,11 @@ b1 is held by every CTA and updated the same way everywhere. A step, in each CTA
              of z handed over in shared memory); h = relu(z); its partial logits, for each
              class k the sum over its units of h times W1[units, k], into its shared memory,
              class by class
-  exchange 1 each CTA pushes its column of class k to CTA k < 10 (``cluster_push``: a copy into
-             the peer's shared memory); CTA k adds the 16 in CTA order and adds b1[k]
-  exchange 2 CTA k pushes class k's logits to every CTA; each takes the softmax, the loss and
-             dL/dlogits itself (the same bits everywhere)
+  exchange 1 each CTA pushes its column of class k to CTA k < 10 (``cluster_push.scatter``: a
+             copy into the peer's shared memory, four warps issuing them); CTA k adds the 16 in
+             CTA order and adds b1[k]
+  exchange 2 CTA k pushes class k's logits to every CTA (``cluster_push.broadcast``); each takes
+             the softmax, the loss and dL/dlogits itself (the same bits everywhere)
   backward   dh = dL/dlogits W1[units]^T, dz = dh [z > 0]; dW1 and db1, sums over the batch, as
              one small wgmma product (``small_grads``); dW0 = x^T dz / 255 as thirteen (64, 16)
              wgmma products, a loop over W0's tiles, each updated as soon as its product is done:
@@ -61,12 +62,13 @@ in a fixed order.
 
 Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
 ``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 7.4 us a step in float32 against 32.7 for xla's scan in the same process, 6.6
-in tf32, 6.2 in bfloat16, each faster than the grid-barrier epoch kernel (``mlp_epoch``: 13.4,
-10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "W0 in registers". So the trainer runs
-it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 / 0.11 (``lowers``).
-It compiles in 43 to 53 s in the bench (2026-11-26, "W0 in registers"), up to about 100 s
-beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
+A whole epoch: 7.0 us a step in float32 against 32.5 for xla's scan in the same process, 6.1
+to 6.25 in tf32, 5.9 to 6.0 in bfloat16, each faster than the grid-barrier epoch kernel
+(``mlp_epoch``: 13.4, 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Pushes spread over
+four warps", which also measures the step's floor: its two exchanges cost 1.75 us of it. So
+the trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 /
+0.11 (``lowers``). It compiles in 27 to 34 s in the bench (2026-11-26, the day's last
+session), up to about 100 s beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
 phases (``PHASES``, with one warpgroup) with Mosaic GPU's profiler; ``interpret=True`` runs it
 in Mosaic GPU's interpreter with one warpgroup and the pulled exchanges (jax >= 0.11; jax
 0.11.2's needs a local patch for reads of a peer's shared memory).
