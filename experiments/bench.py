@@ -34,7 +34,11 @@ from jaxshallow import config, data, runner, trainers
 _WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression"],
                                "Workloads: mlp, cnn, logreg, regression.")
 _IMPLS = flags.DEFINE_list("impls", ["numpy", "xla", "pallas", "torch"],
-                           "Implementations; torch runs eager and CUDA-graph peers.")
+                           "Implementations; torch runs the PyTorch peers of --torch_modes.")
+_TORCH_MODES = flags.DEFINE_list(
+    "torch_modes", list(torch_peer.MODES),
+    f"The PyTorch peers' modes ({', '.join(torch_peer.MODES)}): eager, a CUDA graph of the "
+    "step, torch.compile (default mode and max-autotune).")
 _TECHNIQUES = flags.DEFINE_bool("techniques", True, "Measure the technique switches on the MLP.")
 _TECHNIQUE_NAMES = flags.DEFINE_list(
     "technique_names", [], "Only these technique switches (e.g. tf32,bfloat16); all if empty.")
@@ -88,7 +92,7 @@ COLUMNS = ["group", "workload", "impl", "variant", "fusion", "optimizer", "lr", 
 class Case:
   group: str  # workloads | techniques | batch | blocks
   workload: str
-  impl: str  # numpy | xla | pallas | torch-eager | torch-graph
+  impl: str  # numpy | xla | pallas | torch-eager | torch-graph | torch-compile | ...
   variant: str
   cfg: config.Config
   repeats: int
@@ -110,10 +114,11 @@ def build_cases(impls: list[str]) -> list[Case]:
     return config.resolve(dataclasses.replace(c, impl="xla" if "torch" in impl else impl,
                                               **over))
 
-  peers = ["torch-eager", "torch-graph"] if "torch" in impls else []
+  peers = [f"torch-{m}" for m in _TORCH_MODES.value] if "torch" in impls else []
+  fast_peers = [p for p in peers if p != "torch-eager"]
   cases = []
   for w in _WORKLOADS.value:
-    for impl in [i for i in impls if i != "torch"] + (peers if w in ("mlp", "cnn") else []):
+    for impl in [i for i in impls if i != "torch"] + (peers if w != "regression" else []):
       slow = impl in ("numpy", "torch-eager")
       cases.append(Case("workloads", w, impl, "reference", cfg(w, impl), 1 if slow else repeats))
       if impl == "pallas" and cases[-1].cfg.fusion in ("epoch", "step"):  # Op kernels, optax.
@@ -121,7 +126,7 @@ def build_cases(impls: list[str]) -> list[Case]:
                           cfg(w, impl, fusion="ops"), repeats))
     if w == "cnn" and not quick:  # The CNN at the tensor-core precisions, peers alike.
       for precision in ("tf32", "bfloat16"):
-        for impl in [i for i in impls if i in ("xla", "pallas")] + peers[1:]:
+        for impl in [i for i in impls if i in ("xla", "pallas")] + fast_peers:
           cases.append(Case("workloads", w, impl, precision, cfg(w, impl, precision=precision),
                             repeats))
   if "mlp" in _WORKLOADS.value:
@@ -142,7 +147,7 @@ def build_cases(impls: list[str]) -> list[Case]:
     for precision in precisions:
       name = "" if precision == "float32" else f", {precision}"
       for bs in sizes:
-        for impl in jax_impls + (["torch-graph"] if "torch" in impls else []):
+        for impl in jax_impls + fast_peers:
           cases.append(Case("batch", "mlp", impl, f"batch {bs}{name}",
                             cfg("mlp", impl, batch_size=bs, precision=precision), repeats))
     if "pallas" in impls:
@@ -157,7 +162,7 @@ _DATA: dict = {}
 
 def make_trainer(case: Case, ds, params):
   if case.impl.startswith("torch"):
-    return torch_peer.TorchTrainer(case.cfg, ds, params, mode=case.impl.split("-")[1])
+    return torch_peer.TorchTrainer(case.cfg, ds, params, mode=case.impl.split("-", 1)[1])
   return trainers.make_trainer(case.cfg, ds, params)
 
 
@@ -385,6 +390,9 @@ def main(argv):
       print(f"notice: PyTorch peer skipped: {why}", file=sys.stderr)
       notes.append(f"PyTorch peer skipped: {why}")
       impls.remove("torch")
+    if bad := [m for m in _TORCH_MODES.value if m not in torch_peer.MODES]:
+      raise ValueError(f"unknown --torch_modes {', '.join(bad)}; the modes are "
+                       f"{', '.join(torch_peer.MODES)}")
     cases = build_cases(impls)
     out_dir = pathlib.Path(_OUT_DIR.value)
     runner.check_writable(out_dir / "results.json")
@@ -395,9 +403,9 @@ def main(argv):
     notes.append(f"no GPU: jax ran on {jax.default_backend()}; Pallas kernels were interpreted")
   results = []
   for i, case in enumerate(cases, 1):
-    if case.impl == "torch-graph" and not _gpu_for_torch():
-      if not any("CUDA graph" in n for n in notes):
-        notes.append("torch-graph peer skipped: CUDA graphs need a GPU")
+    if case.impl in ("torch-graph", "torch-compile-max") and not _gpu_for_torch():
+      if not any(case.impl in n for n in notes):
+        notes.append(f"{case.impl} peer skipped: CUDA graphs need a GPU")
       continue
     try:
       r = measure(case)

@@ -4,8 +4,13 @@ on the GPU (uint8, scaled on the device).
 
 mode "eager": one Python-dispatched step per batch. mode "graph": the whole step (batch gather,
 forward, backward, SGD update, loss accumulation) captured once in a CUDA graph and replayed;
-per step only the batch's indices are copied into the graph's input. Losses stay on the GPU until
-the epoch ends, as in the JAX trainers. float32 throughout (TF32 off for matmuls and cuDNN).
+per step only the batch's indices are copied into the graph's input. modes "compile" and
+"compile-max": a PyTorch user's first move for speed, ``torch.compile`` of the forward and the
+loss (default mode, and ``mode="max-autotune"``, which also tunes the products and replays
+CUDA graphs); AOTAutograd compiles the backward with it, and the SGD update stays eager
+(``torch._foreach_add_``). Their compile time is the first steps', on copies of the weights.
+Losses stay on the GPU until the epoch ends, as in the JAX trainers. Each row runs at the
+precision of the JAX row it is compared with.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
+
+MODES = ("eager", "graph", "compile", "compile-max")
 
 
 def available() -> str | None:
@@ -33,9 +41,11 @@ class TorchTrainer:
     if cfg.model not in ("mlp", "logreg", "cnn") or cfg.optimizer not in ("sgd", "momentum"):
       raise ValueError("the torch peer covers the mlp, logreg and cnn with SGD, with or without "
                        "momentum")
+    if mode not in MODES:
+      raise ValueError(f"unknown torch peer mode {mode!r}; the modes are {', '.join(MODES)}")
     self.torch, self.cfg, self.mode = torch, cfg, mode
     self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if mode == "graph" and self.dev.type != "cuda":
+    if mode in ("graph", "compile-max") and self.dev.type != "cuda":
       raise ValueError("CUDA graphs need a GPU")
     # The same precision as the JAX row it is compared with: TF32 tensor cores only for tf32,
     # autocast to bfloat16 (products in bfloat16, float32 accumulation) for bfloat16.
@@ -57,6 +67,13 @@ class TorchTrainer:
     self.idx = torch.zeros(bs, dtype=torch.int64, device=self.dev)
     self.loss_sum = torch.zeros((), device=self.dev)
     self.graph = None
+    self.loss_fn = self._loss
+    if mode.startswith("compile"):
+      # Every trainer compiles afresh (its compile time is its own): the cache is keyed by the
+      # code object, which all trainers share, and after 8 recompiles it falls back to eager.
+      torch._dynamo.reset()
+      self.loss_fn = torch.compile(self._loss, mode="max-autotune" if mode == "compile-max"
+                                   else None)
     if self.dev.type == "cuda":
       torch.cuda.reset_peak_memory_stats()
 
@@ -101,9 +118,12 @@ class TorchTrainer:
       x = F.relu(x @ p[i] + p[i + 1])
     return x @ p[-2] + p[-1]
 
+  def _loss(self, idx):
+    return self.torch.nn.functional.cross_entropy(self._logits(self.x[idx]), self.y[idx])
+
   def _step(self):
     torch = self.torch
-    loss = torch.nn.functional.cross_entropy(self._logits(self.x[self.idx]), self.y[self.idx])
+    loss = self.loss_fn(self.idx)
     grads = torch.autograd.grad(loss, self.params)
     with torch.no_grad():
       if self.cfg.optimizer == "momentum":  # optax's form: v = g + beta v; p -= lr v.
@@ -115,12 +135,20 @@ class TorchTrainer:
       self.loss_sum += loss.detach()
 
   def compile(self) -> float:
-    """For the graph mode: warm up on a side stream and capture; the seconds it took."""
+    """The graph mode: warm up on a side stream and capture; the compile modes: the first
+    steps, which compile (and, for compile-max, tune and record graphs). The seconds it took;
+    the weights are put back after."""
     torch = self.torch
-    if self.mode != "graph":
+    if self.mode == "eager":
       return 0.0
     t0 = time.perf_counter()
     saved = [p.detach().clone() for p in self.params]
+    if self.mode.startswith("compile"):
+      self.idx.copy_(self.orders[0][0])
+      for _ in range(3):  # cudagraph trees record on the first calls after warm-up
+        self._step()
+      self._restore(saved)
+      return time.perf_counter() - t0
     self.idx.copy_(self.orders[0][0])
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -131,13 +159,20 @@ class TorchTrainer:
     self.graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(self.graph):
       self._step()
-    with torch.no_grad():  # Undo the warm-up steps: every impl starts from the same weights.
+    self._restore(saved)
+    return time.perf_counter() - t0
+
+  def _restore(self, saved):
+    """Undoes the warm-up steps: every impl starts from the same weights."""
+    torch = self.torch
+    with torch.no_grad():
       for p, s in zip(self.params, saved):
         p.copy_(s)
       for v in self.velocity:
         v.zero_()
-    torch.cuda.synchronize()
-    return time.perf_counter() - t0
+      self.loss_sum.zero_()
+    if self.dev.type == "cuda":
+      torch.cuda.synchronize()
 
   @property
   def asynchronous(self) -> bool:
