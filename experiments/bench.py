@@ -33,8 +33,9 @@ from jaxshallow import config, data, runner, trainers
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression"],
                                "Workloads: mlp, cnn, logreg, regression.")
-_IMPLS = flags.DEFINE_list("impls", ["numpy", "xla", "pallas", "torch"],
-                           "Implementations; torch runs the PyTorch peers of --torch_modes.")
+_IMPLS = flags.DEFINE_list("impls", ["numpy", "xla", "pallas", "triton", "torch"],
+                           "Implementations; triton runs the MLP family only (GPU, jax-triton); "
+                           "torch runs the PyTorch peers of --torch_modes.")
 _TORCH_MODES = flags.DEFINE_list(
     "torch_modes", list(torch_peer.MODES),
     f"The PyTorch peers' modes ({', '.join(torch_peer.MODES)}): eager, a CUDA graph of the "
@@ -118,7 +119,8 @@ def build_cases(impls: list[str]) -> list[Case]:
   fast_peers = [p for p in peers if p != "torch-eager"]
   cases = []
   for w in _WORKLOADS.value:
-    for impl in [i for i in impls if i != "torch"] + (peers if w != "regression" else []):
+    jax_impls_w = [i for i in impls if i != "torch" and (i != "triton" or w != "cnn")]
+    for impl in jax_impls_w + (peers if w != "regression" else []):
       slow = impl in ("numpy", "torch-eager")
       cases.append(Case("workloads", w, impl, "reference", cfg(w, impl), 1 if slow else repeats))
       if impl == "pallas" and cases[-1].cfg.fusion in ("epoch", "step"):  # Op kernels, optax.
@@ -130,13 +132,13 @@ def build_cases(impls: list[str]) -> list[Case]:
           cases.append(Case("workloads", w, impl, precision, cfg(w, impl, precision=precision),
                             repeats))
   if "mlp" in _WORKLOADS.value:
-    jax_impls = [i for i in ("xla", "pallas") if i in impls]
+    jax_impls = [i for i in ("xla", "pallas", "triton") if i in impls]
     if _TECHNIQUES.value:
       known = [name for name, _, _ in TECHNIQUES]
       if unknown := [n for n in _TECHNIQUE_NAMES.value if n not in known]:
         raise ValueError(f"unknown --technique_names {', '.join(unknown)}; "
                          f"the techniques are: {'; '.join(known)}")
-      for impl in jax_impls:
+      for impl in [i for i in jax_impls if i != "triton"]:  # the techniques: xla and pallas
         for name, over, slow in TECHNIQUES:
           if _TECHNIQUE_NAMES.value and name not in _TECHNIQUE_NAMES.value:
             continue
@@ -390,6 +392,12 @@ def main(argv):
       print(f"notice: PyTorch peer skipped: {why}", file=sys.stderr)
       notes.append(f"PyTorch peer skipped: {why}")
       impls.remove("torch")
+    if "triton" in impls:
+      import triton_kernels
+      if why := triton_kernels.unavailable():
+        print(f"notice: the triton impl skipped: it needs {why}", file=sys.stderr)
+        notes.append(f"triton impl skipped: it needs {why}")
+        impls.remove("triton")
     if bad := [m for m in _TORCH_MODES.value if m not in torch_peer.MODES]:
       raise ValueError(f"unknown --torch_modes {', '.join(bad)}; the modes are "
                        f"{', '.join(torch_peer.MODES)}")

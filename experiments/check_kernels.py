@@ -1,4 +1,5 @@
-"""Check every Pallas kernel, compiled for this backend, against float64 references.
+"""Check every Pallas kernel (and, on a GPU with jax-triton, every Triton kernel), compiled for
+this backend, against float64 references.
 
   python -m experiments.check_kernels            # on a GPU: the real Triton kernels
 
@@ -23,7 +24,7 @@ from pallas_kernels import (cluster_epoch, cluster_mlp, common, conv, conv_batch
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
-                                   "cluster", "cluster_mlp", "barrier", "population"],
+                                   "cluster", "cluster_mlp", "barrier", "population", "triton"],
                           "Which groups: dense, hopper (the tf32 products of large batches on "
                           "Hopper GPUs; GPU only), xent, head (the fused output layer), conv (with "
                           "max-pool, the fused conv+pool and MSE), step (the CNN's step "
@@ -31,7 +32,8 @@ _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "s
                           "(the whole-epoch kernel), cluster (the regression net's epoch in one "
                           "cluster; Hopper only), cluster_mlp (the MLP's epoch in one cluster; "
                           "Hopper only), barrier (its grid barrier under stress; GPU only), "
-                          "population (the population step kernels).")
+                          "population (the population step kernels), triton (the Triton twins "
+                          "of dense and xent; GPU and jax-triton only).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
 
 # Relative Frobenius-norm error allowed against float64, per precision mode.
@@ -57,50 +59,88 @@ def rel_err(a, b):
   return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
+def dense_inputs(rng, m, k, n):
+  """x, w, b and dy of a dense layer, float32, fresh from ``rng``."""
+  return (rng.standard_normal((m, k), np.float32),
+          (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32),
+          rng.standard_normal(n).astype(np.float32), rng.standard_normal((m, n), np.float32))
+
+
+def dense_error(op, x, w, b, dy, w_transposed=False):
+  """The largest relative error of relu(x w + b) = op(x, w, b) and its three gradients against
+  float64; ``w_transposed``: op takes W as (N, K) and gives dW as (N, K)."""
+  x64, w64, b64 = (a.astype(np.float64) for a in (x, w, b))
+  fn = jax.jit(lambda x, w, b, dy: (op(x, w, b), *jax.vjp(op, x, w, b)[1](dy)))
+  got = list(fn(x, np.ascontiguousarray(w.T) if w_transposed else w, b, dy))
+  if w_transposed:
+    got[2] = np.asarray(got[2]).T
+  # The mask of the kernel's own output: in reduced precision a z near 0 may flip sign, which
+  # is rounding, not a backward bug. The forward is checked against exact z.
+  g = dy * (np.asarray(got[0]) > 0)
+  ref = [np.maximum(x64 @ w64 + b64, 0), g @ w64.T, x64.T @ g, g.sum(0)]
+  return max(rel_err(a, r) for a, r in zip(got, ref))
+
+
 def dense_cases(rng, interpret):
   for m, k, n in DENSE_SHAPES:
     for blocks in BLOCKS:
       for precision in TOLERANCE:
-        x = rng.standard_normal((m, k), np.float32)
-        w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
-        b = rng.standard_normal(n).astype(np.float32)
-        dy = rng.standard_normal((m, n), np.float32)
-        x64, w64, b64 = (a.astype(np.float64) for a in (x, w, b))
-        z = x64 @ w64 + b64
+        inputs = dense_inputs(rng, m, k, n)
         name = "x".join(str(v) for _, v in blocks) if blocks else "default"
         # W as stored (K, N), and pre-transposed (N, K), where dw comes back as (N, K).
         for w_t in (False, True):
           op = lambda x, w, b: dense.dense(x, w, b, True, precision, blocks, interpret, w_t)
-          fn = jax.jit(lambda x, w, b, dy: (op(x, w, b), *jax.vjp(op, x, w, b)[1](dy)))
-          got = list(fn(x, np.ascontiguousarray(w.T) if w_t else w, b, dy))
-          if w_t:
-            got[2] = np.asarray(got[2]).T
-          # The mask of the kernel's own output: in reduced precision a z near 0 may flip
-          # sign, which is rounding, not a backward bug. The forward is checked against exact z.
-          g = dy * (np.asarray(got[0]) > 0)
-          ref = [np.maximum(z, 0), g @ w64.T, x64.T @ g, g.sum(0)]
-          err = max(rel_err(a, r) for a, r in zip(got, ref))
           layout = " W(N,K)" if w_t else ""
-          yield f"dense+relu m={m} k={k} n={n} blocks={name}{layout}", precision, err
+          yield (f"dense+relu m={m} k={k} n={n} blocks={name}{layout}", precision,
+                 dense_error(op, *inputs, w_transposed=w_t))
+
+
+def xent_error(op, z, labels):
+  """The largest relative error of op(z, labels) = (mean loss, correct count) and d loss / dz
+  against float64; infinite if the count of correct predictions is off."""
+  m = z.shape[0]
+  (loss, correct), dz = jax.jit(jax.value_and_grad(lambda z: op(z, labels), has_aux=True))(z)
+  z64 = z.astype(np.float64)
+  zmax = z64.max(1, keepdims=True)
+  logp = z64 - zmax - np.log(np.exp(z64 - zmax).sum(1, keepdims=True))
+  ref_dz = np.exp(logp)
+  ref_dz[np.arange(m), labels] -= 1
+  if int(correct) != int(np.sum(z.argmax(1) == labels)):
+    return np.inf
+  return max(rel_err(loss, -logp[np.arange(m), labels].mean()), rel_err(dz, ref_dz / m))
+
+
+def xent_inputs(rng, m, c, scale):
+  return ((scale * rng.standard_normal((m, c))).astype(np.float32),
+          rng.integers(0, c, m).astype(np.int32))
 
 
 def xent_cases(rng, interpret):
+  op = lambda z, labels: softmax_xent.softmax_cross_entropy(z, labels, None, interpret)
   for m, c in XENT_SHAPES:
     for scale in (3.0, 1e4):
-      z = (scale * rng.standard_normal((m, c))).astype(np.float32)
-      labels = rng.integers(0, c, m).astype(np.int32)
-      fn = jax.jit(jax.value_and_grad(
-          lambda z: softmax_xent.softmax_cross_entropy(z, labels, None, interpret), has_aux=True))
-      (loss, correct), dz = fn(z)
-      z64 = z.astype(np.float64)
-      zmax = z64.max(1, keepdims=True)
-      logp = z64 - zmax - np.log(np.exp(z64 - zmax).sum(1, keepdims=True))
-      ref_dz = np.exp(logp)
-      ref_dz[np.arange(m), labels] -= 1
-      err = max(rel_err(loss, -logp[np.arange(m), labels].mean()), rel_err(dz, ref_dz / m))
-      if int(correct) != int(np.sum(z.argmax(1) == labels)):
-        err = np.inf
-      yield f"softmax_xent m={m} c={c} |z|~{scale:g}", "float32", err
+      yield (f"softmax_xent m={m} c={c} |z|~{scale:g}", "float32",
+             xent_error(op, *xent_inputs(rng, m, c, scale)))
+
+
+def triton_cases(rng, interpret):
+  """The Triton twins of the dense and softmax cross-entropy kernels (GPU only, with
+  jax-triton: Triton has no CPU form)."""
+  del interpret
+  import triton_kernels
+  if why := triton_kernels.unavailable():
+    print(f"notice: the Triton kernels are not checked here: they need {why}")
+    return
+  from triton_kernels import dense as t_dense, softmax_xent as t_xent
+  for m, k, n in DENSE_SHAPES:
+    for precision in TOLERANCE:
+      op = lambda x, w, b: t_dense.dense(x, w, b, True, precision)
+      yield (f"triton dense+relu m={m} k={k} n={n}", precision,
+             dense_error(op, *dense_inputs(rng, m, k, n)))
+  for m, c in XENT_SHAPES:
+    for scale in (3.0, 1e4):
+      yield (f"triton softmax_xent m={m} c={c} |z|~{scale:g}", "float32",
+             xent_error(t_xent.softmax_cross_entropy, *xent_inputs(rng, m, c, scale)))
 
 
 def head_cases(rng, interpret):
@@ -555,7 +595,7 @@ def main(argv):
             "step": step_cases, "epoch": epoch_cases, "cluster": cluster_cases,
             "cluster_mlp": cluster_mlp_cases,
             "barrier": barrier_cases,
-            "population": population_cases}
+            "population": population_cases, "triton": triton_cases}
   unknown = set(_ONLY.value) - set(groups)
   if unknown:
     sys.exit(f"error: unknown --only group(s) {', '.join(sorted(unknown))}")

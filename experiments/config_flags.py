@@ -7,7 +7,7 @@ from absl import flags, logging
 
 from jaxshallow import config, data, runner
 
-_IMPL = flags.DEFINE_string("impl", "xla", "xla | pallas | numpy")
+_IMPL = flags.DEFINE_string("impl", "xla", "xla | pallas | triton (GPU, jax-triton) | numpy")
 _MODEL = flags.DEFINE_string("model", "mlp", "mlp | logreg | cnn")
 _DATASET = flags.DEFINE_string("dataset", "mnist", "mnist | fashion")
 _EPOCHS = flags.DEFINE_integer("epochs", None, "Passes over the training set; default: the "

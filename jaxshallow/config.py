@@ -107,7 +107,10 @@ def validate(cfg: Config) -> None:
       (cfg.numpy_dtype in ("float32", "float64"),
        f"numpy_dtype must be float32 or float64, got {cfg.numpy_dtype!r}"),
       (cfg.impl != "numpy" or cfg.precision == "float32",
-       "the numpy impl computes in --numpy_dtype; --precision applies to xla and pallas only"),
+       "the numpy impl computes in --numpy_dtype; --precision applies to xla, pallas and "
+       "triton only"),
+      (cfg.impl != "triton" or cfg.model != "cnn",
+       "--impl=triton covers the MLP family (mlp, logreg, regression), not the cnn"),
       (cfg.model != "cnn" or cfg.bias in (None, True), "the cnn always has biases"),
       (cfg.unroll >= 1, f"unroll must be at least 1, got {cfg.unroll}"),
       (cfg.dispatch in ("scan", "loop"), f"dispatch must be scan or loop, got {cfg.dispatch!r}"),
@@ -126,7 +129,7 @@ def validate(cfg: Config) -> None:
        f"fusion must be epoch, step or ops, got {cfg.fusion!r}"),
       (cfg.fusion is None or cfg.impl == "pallas", "--fusion applies to --impl=pallas only"),
       (cfg.devices >= 0, f"devices must be at least 0 (0: all), got {cfg.devices}"),
-      (not cfg.data_parallel or (cfg.impl != "numpy" and cfg.dispatch == "scan"),
+      (not cfg.data_parallel or (cfg.impl in ("xla", "pallas") and cfg.dispatch == "scan"),
        "--data_parallel needs --impl=xla or pallas and --dispatch=scan"),
       (positive(cfg.train_limit), f"train_limit must be at least 1, got {cfg.train_limit}"),
       (positive(cfg.test_limit), f"test_limit must be at least 1, got {cfg.test_limit}"),
@@ -135,6 +138,10 @@ def validate(cfg: Config) -> None:
   for ok, message in checks:
     if not ok:
       raise ConfigError(message)
+  if cfg.impl == "triton":
+    import triton_kernels
+    if why := triton_kernels.unavailable():
+      raise ConfigError(f"--impl=triton needs {why}")
   if cfg.blocks is not None:
     from pallas_kernels import parse_blocks
     try:

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-IMPLS = ("xla", "pallas", "numpy")
+IMPLS = ("xla", "pallas", "triton", "numpy")
 PRECISIONS = ("float32", "tf32", "bfloat16")
 
 
@@ -115,7 +115,30 @@ def get_ops(impl: str = "xla", precision: str = "float32", blocks: str | None = 
                functools.partial(conv_stack, precision=precision))
   if impl == "pallas":
     return pallas_ops(precision, blocks=blocks)
-  raise ValueError(f"no JAX ops for impl {impl!r}; choose xla or pallas (numpy has its own module)")
+  if impl == "triton":
+    return triton_ops(precision)
+  raise ValueError(f"no JAX ops for impl {impl!r}; choose xla, pallas or triton (numpy has its "
+                   f"own module)")
+
+
+def triton_ops(precision: str = "float32") -> Ops:
+  """The ops of ``triton_kernels`` (raw Triton through jax-triton; GPU only): the MLP family's
+  dense layers and softmax cross-entropy. The MSE head stays plain jnp (XLA fuses it into the
+  step); the convolutions have no Triton twin, so the CNN cannot take this impl."""
+  from triton_kernels import dense as dense_k, softmax_xent  # jax-triton is optional
+
+  def no_conv(*args):
+    raise ValueError("impl='triton' covers the MLP family (dense layers), not convolutions")
+
+  def dense_op(x, w, b=None, *, relu=False):
+    return dense_k.dense(x, w, b, relu, precision)
+
+  def head_op(h, w, b, labels):
+    return softmax_xent.softmax_cross_entropy(dense_op(h, w, b), labels)
+
+  return Ops(dense=dense_op, softmax_cross_entropy=softmax_xent.softmax_cross_entropy,
+             conv_relu=no_conv, max_pool=no_conv, mse=mse, dense_softmax_cross_entropy=head_op,
+             conv_relu_pool=no_conv, conv_stack=no_conv)
 
 
 def pallas_ops(precision: str = "float32", interpret: bool | None = None,

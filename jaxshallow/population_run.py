@@ -44,9 +44,9 @@ def _population_cfg(cfg: Config, per_device: int = STEP_KERNELS_FROM) -> Config:
   from ``STEP_KERNELS_FROM`` members a device, else the op kernels under vmap (the epoch kernel
   trains one network per launch); ``--fusion=ops`` asks for the op kernels, ``--fusion=epoch``
   (or ``step``) for the step kernels at any size. Nothing numpy can do."""
-  if cfg.impl == "numpy":
+  if cfg.impl not in ("xla", "pallas"):
     raise ConfigError("a population needs --impl=xla or pallas (the numpy reference trains one "
-                      "network at a time)")
+                      "network at a time; the triton impl's kernels are not batched)")
   asked = cfg.fusion
   # The op kernels for resolve: the epoch and step kernels' own checks and notices do not apply
   # here.

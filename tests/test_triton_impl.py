@@ -1,0 +1,94 @@
+"""impl="triton": the MLP family's kernels in raw Triton through jax-triton. Where they cannot run
+(no CUDA GPU or no jax-triton, as in CPU CI), the impl refuses with one line and the GPU tests
+are skipped with that reason; on the device, the kernels are checked against float64 here and
+in ``experiments.check_kernels --only=triton``."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import triton_kernels
+from jaxshallow import config, mlp, ops, train
+
+WHY = triton_kernels.unavailable()
+gpu = pytest.mark.skipif(WHY is not None, reason=f"the Triton kernels need {WHY}")
+
+
+@pytest.mark.skipif(WHY is None, reason="the Triton kernels can run here")
+def test_refused_with_one_line_where_it_cannot_run():
+  with pytest.raises(config.ConfigError, match=r"^--impl=triton needs "):
+    config.resolve(config.Config(model="mlp", impl="triton"))
+
+
+def test_cnn_refused():
+  with pytest.raises(config.ConfigError, match="covers the MLP family"):
+    config.resolve(config.Config(model="cnn", impl="triton"))
+
+
+def test_an_impl():
+  assert "triton" in ops.IMPLS
+
+
+@gpu
+@pytest.mark.parametrize("m,k,n", [(1, 784, 256), (37, 100, 10), (64, 784, 256), (70, 33, 50)])
+@pytest.mark.parametrize("relu,bias", [(True, True), (False, False)])
+def test_dense_against_float64(m, k, n, relu, bias):
+  from triton_kernels import dense
+  rng = np.random.default_rng(m * k + n)
+  x = rng.standard_normal((m, k), np.float32)
+  w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+  b = rng.standard_normal(n).astype(np.float32) if bias else None
+  dy = rng.standard_normal((m, n), np.float32)
+  op = lambda x, w, b: dense.dense(x, w, b, relu, "float32")
+  y, vjp = jax.vjp(op, x, w, b)
+  dx, dw, db = vjp(dy)
+  x64, w64 = x.astype(np.float64), w.astype(np.float64)
+  z = x64 @ w64 + (b.astype(np.float64) if bias else 0)
+  g = dy * (z > 0) if relu else dy
+  np.testing.assert_allclose(y, np.maximum(z, 0) if relu else z, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(dx, g @ w64.T, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(dw, x64.T @ g, rtol=1e-5, atol=1e-4)
+  if bias:
+    np.testing.assert_allclose(db, g.sum(0), rtol=1e-5, atol=1e-4)
+  else:
+    assert db is None
+
+
+@gpu
+@pytest.mark.parametrize("m,c", [(1, 10), (37, 10), (64, 3), (1000, 10)])
+def test_softmax_xent_against_float64(m, c):
+  from triton_kernels import softmax_xent
+  rng = np.random.default_rng(m + c)
+  z = (3 * rng.standard_normal((m, c))).astype(np.float32)
+  labels = rng.integers(0, c, m).astype(np.int32)
+  (loss, correct), dz = jax.value_and_grad(
+      lambda z: softmax_xent.softmax_cross_entropy(z, labels), has_aux=True)(z)
+  z64 = z.astype(np.float64)
+  logp = z64 - z64.max(1, keepdims=True)
+  logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+  want = np.exp(logp)
+  want[np.arange(m), labels] -= 1
+  np.testing.assert_allclose(loss, -logp[np.arange(m), labels].mean(), rtol=1e-5)
+  np.testing.assert_allclose(dz, want / m, rtol=1e-5, atol=1e-7)
+  assert int(correct) == int(np.sum(z.argmax(1) == labels))
+
+
+@gpu
+def test_train_step_matches_xla():
+  params = mlp.init_mlp(jax.random.key(0), (784, 64, 10))
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.random((50, 784), np.float32))  # the trainers scale the pixels first
+  y = jnp.asarray(rng.integers(0, 10, 50).astype(np.int32))
+  tx = train.make_optimizer("sgd", 0.5)
+  outs = {}
+  for impl in ("xla", "triton"):
+    p, s = params, tx.init(params)
+    losses = []
+    for _ in range(3):
+      p, s, metrics = train.train_step(p, s, (x, y), tx=tx, impl=impl)
+      losses.append(float(metrics["loss"]))
+    outs[impl] = losses
+  np.testing.assert_allclose(outs["triton"], outs["xla"], rtol=1e-5)

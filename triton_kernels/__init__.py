@@ -1,0 +1,24 @@
+"""The MLP family's op kernels in raw Triton, called from JAX through jax-triton
+(``jax_triton.triton_call``): the twins of ``pallas_kernels.dense`` and
+``pallas_kernels.softmax_xent``, kernel for kernel, for ``impl="triton"``.
+
+Read each module beside its Pallas twin: the tiles, masks and loops are the same; what differs
+is that Triton takes raw pointers and index arithmetic where Pallas takes refs and block specs,
+and that a kernel's outputs come after all of its inputs in its signature (jax-triton passes
+them in that order). GPU only: Triton has no interpreter that jax-triton can run on a CPU.
+"""
+
+from __future__ import annotations
+
+
+def unavailable() -> str | None:
+  """None if the Triton kernels can run here, else what is missing (one line)."""
+  try:
+    import jax_triton  # noqa: F401
+    import triton  # noqa: F401
+  except ImportError:
+    return "jax-triton and triton (pip install -e '.[triton]')"
+  import jax
+  if jax.default_backend() != "gpu":
+    return f"a CUDA GPU (jax runs on {jax.default_backend()})"
+  return None
