@@ -143,13 +143,12 @@ class TorchTrainer:
       return 0.0
     t0 = time.perf_counter()
     saved = [p.detach().clone() for p in self.params]
+    self.idx.copy_(self.orders[0][0])
     if self.mode.startswith("compile"):
-      self.idx.copy_(self.orders[0][0])
       for _ in range(3):  # cudagraph trees record on the first calls after warm-up
         self._step()
       self._restore(saved)
       return time.perf_counter() - t0
-    self.idx.copy_(self.orders[0][0])
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

@@ -79,21 +79,26 @@ def init(bars, senders) -> None:
   emit(bars)
 
 
+def _copy_to_peer(pred: str, bar: str, dst: str, cta: str, src: str, nbytes: int) -> list[str]:
+  """The PTX of one push, where predicate ``pred`` holds: map this CTA's addresses ``bar`` (the
+  mbarrier) and ``dst`` (into registers bar and dst) to CTA ``cta``'s, arrive on its mbarrier
+  expecting ``nbytes``, and copy ``nbytes`` from ``src`` there, completing on that mbarrier."""
+  return [f"mapa.shared::cluster.u32 bar, {bar}, {cta};",  # the same addresses in CTA cta
+          f"mapa.shared::cluster.u32 dst, {dst}, {cta};",
+          f"@{pred} mbarrier.arrive.expect_tx.shared::cluster.b64 _, [bar], {nbytes};",
+          f"@{pred} cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
+          f" [dst], [{src}], {nbytes}, [bar];"]
+
+
 def push(row, inbox, bars, barrier: int, cta: int) -> None:
   """One thread of the warpgroup copies ``row`` (a 1-D shared-memory ref) into CTA ``cta``'s
   ``inbox`` (2-D, one row a sender) at this CTA's row, completing on ``cta``'s mbarrier
   ``barrier`` of ``bars``."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
   nbytes = row.shape[0] * row.dtype.itemsize
-  ptx = (
-      "{\n.reg .b32 bar, dst, me;\n"
-      "mov.u32 me, %cluster_ctarank;\n"
-      f"mad.lo.u32 dst, me, {nbytes}, $2;\n"  # this CTA's row of the inbox
-      f"mapa.shared::cluster.u32 bar, $1, {cta};\n"  # the same addresses in CTA cta
-      f"mapa.shared::cluster.u32 dst, dst, {cta};\n"
-      f"@$0 mbarrier.arrive.expect_tx.shared::cluster.b64 _, [bar], {nbytes};\n"
-      f"@$0 cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
-      f" [dst], [$3], {nbytes}, [bar];\n}}")
+  ptx = "\n".join(["{", ".reg .b32 bar, dst, me;", "mov.u32 me, %cluster_ctarank;",
+                    f"mad.lo.u32 dst, me, {nbytes}, $2;",  # this CTA's row of the inbox
+                    *_copy_to_peer("$0", "$1", "dst", str(cta), "$3", nbytes), "}"])
 
   @plgpu.inline_mgpu(arg_types=(plgpu.RefType(), plgpu.RefType(), plgpu.RefType()))
   def emit(ctx, row, inbox, bars):
@@ -116,11 +121,7 @@ def _push_spread(src, stride: int, inbox, bars, barrier: int, count: int) -> Non
     lines += [f"add.u32 peer, w, {first};",
               f"setp.lt.and.u32 p, peer, {count}, lead;",
               f"mad.lo.u32 src, peer, {stride}, $2;",
-              "mapa.shared::cluster.u32 bar, $0, peer;",  # the same addresses in CTA peer
-              "mapa.shared::cluster.u32 dst, mine, peer;",
-              f"@p mbarrier.arrive.expect_tx.shared::cluster.b64 _, [bar], {nbytes};",
-              "@p cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
-              f" [dst], [src], {nbytes}, [bar];"]
+              *_copy_to_peer("p", "$0", "mine", "peer", "src", nbytes)]
   ptx = "\n".join(lines + ["}"])
 
   @plgpu.inline_mgpu(arg_types=(plgpu.RefType(), plgpu.RefType(), plgpu.RefType()))
