@@ -68,10 +68,11 @@ to 6.25 in tf32, 5.9 to 6.0 in bfloat16, each faster than the grid-barrier epoch
 four warps", which also measures the step's floor: its two exchanges cost 1.75 us of it. So
 the trainer runs it for this network on Hopper (``jaxshallow.fused_epoch``) with jax 0.10 /
 0.11 (``lowers``). It compiles in 27 to 34 s in the bench (2026-11-26, the day's last
-session), up to about 100 s beside other compiles. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
-phases (``PHASES``, with one warpgroup) with Mosaic GPU's profiler; ``interpret=True`` runs it
-in Mosaic GPU's interpreter with one warpgroup and the pulled exchanges (jax >= 0.11; jax
-0.11.2's needs a local patch for reads of a peer's shared memory).
+session), 51 to 59 s beside the trainer checks' other compiles. ``reference`` is its plain-jnp
+twin; ``profile_dir`` times its phases (``PHASES``, with one warpgroup) with Mosaic GPU's
+profiler; ``interpret=True`` runs it in Mosaic GPU's interpreter with one warpgroup and the
+pulled exchanges (jax >= 0.11; jax 0.11.2's needs a local patch for reads of a peer's shared
+memory).
 """
 
 from __future__ import annotations
