@@ -4,6 +4,8 @@ are skipped with that reason; on the device, the kernels are checked against flo
 in ``experiments.check_kernels --only=triton``."""
 
 import dataclasses
+import os
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -92,3 +94,19 @@ def test_train_step_matches_xla():
       losses.append(float(metrics["loss"]))
     outs[impl] = losses
   np.testing.assert_allclose(outs["triton"], outs["xla"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("before", [None, "/a/cache"])
+def test_importing_jax_triton_keeps_triton_cache_dir(before, tmp_path, monkeypatch):
+  """jax-triton 0.3.1 sets TRITON_CACHE_DIR to "" on import, which breaks torch.compile in the
+  same process (the bench runs both); the package puts the variable back as it was."""
+  (tmp_path / "jax_triton.py").write_text('import os\nos.environ["TRITON_CACHE_DIR"] = ""\n')
+  monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.delitem(sys.modules, "jax_triton", raising=False)
+  if before is None:
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+  else:
+    monkeypatch.setenv("TRITON_CACHE_DIR", before)
+  triton_kernels._import_jax_triton()
+  assert os.environ.get("TRITON_CACHE_DIR") == before
+

@@ -10,6 +10,27 @@ them in that order). GPU only: Triton has no interpreter that jax-triton can run
 
 from __future__ import annotations
 
+import os
+
+
+def _import_jax_triton() -> None:
+  """Imports jax-triton and undoes its one side effect: 0.3.1 sets TRITON_CACHE_DIR to "" when
+  imported, which leaves every other Triton user of the process without a cache directory
+  (torch.compile then fails: "Could not create or locate cache dir"); 0.4 deletes it instead."""
+  before = os.environ.get("TRITON_CACHE_DIR")
+  try:
+    import jax_triton  # noqa: F401
+  except ImportError:
+    return
+  finally:
+    if before is None:
+      os.environ.pop("TRITON_CACHE_DIR", None)
+    else:
+      os.environ["TRITON_CACHE_DIR"] = before
+
+
+_import_jax_triton()  # Before dense.py and softmax_xent.py import it.
+
 
 def unavailable() -> str | None:
   """None if the Triton kernels can run here, else what is missing (one line)."""

@@ -4,7 +4,10 @@ twin of ``pallas_kernels.softmax_xent``.
 Forward: each program takes BLOCK_M whole rows (the classes padded to a power of two, masked
 with -inf) and writes per row the loss, ``log sum exp(z - max z)`` (kept for the backward) and
 whether the first argmax is the label. Backward: dz = (softmax(z) - onehot(label)) * g / B.
-Everything is taken relative to the row maximum, as in the twin.
+Everything is taken relative to the row maximum, as in the twin. exp and log are libdevice's
+(``__nv_expf``, ``__nv_logf``), as Pallas lowers ``jnp.exp`` and ``jnp.log``: ``tl.exp`` is one
+``ex2.approx`` of x log2(e), a few ulps off, which moved one epoch's loss of the MLP's lockstep
+parity with xla from 1.7e-4 to 2.9e-3 (H100).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import jax.numpy as jnp
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 import jax_triton as jt
 
 from pallas_kernels.common import fixed_order_mean
@@ -42,7 +46,7 @@ def xent_fwd_kernel(z_ptr, labels_ptr, loss_ptr, logsum_ptr, correct_ptr, M: tl.
   rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
   z, labels, cols = _rows(z_ptr, labels_ptr, rows, M, C, C_PAD)
   shifted = z - tl.max(z, axis=1)[:, None]
-  logsum = tl.log(tl.sum(tl.exp(shifted), axis=1))
+  logsum = libdevice.log(tl.sum(libdevice.exp(shifted), axis=1))
   picked = tl.sum(tl.where(cols[None, :] == labels[:, None], shifted, 0.0), axis=1)
   first_max = tl.argmax(z, axis=1, tie_break_left=True)
   tl.store(loss_ptr + rows, logsum - picked, mask=rows < M)
@@ -56,7 +60,7 @@ def xent_bwd_kernel(z_ptr, labels_ptr, logsum_ptr, scale_ptr, dz_ptr, M: tl.cons
   rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
   z, labels, cols = _rows(z_ptr, labels_ptr, rows, M, C, C_PAD)
   logsum = tl.load(logsum_ptr + rows, mask=rows < M, other=0.0)
-  p = tl.exp((z - tl.max(z, axis=1)[:, None]) - logsum[:, None])
+  p = libdevice.exp((z - tl.max(z, axis=1)[:, None]) - logsum[:, None])
   dz = (p - tl.where(cols[None, :] == labels[:, None], 1.0, 0.0)) * tl.load(scale_ptr)
   tl.store(dz_ptr + rows[:, None] * C + cols[None, :], dz,
            mask=(rows[:, None] < M) & (cols[None, :] < C))
