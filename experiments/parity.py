@@ -7,9 +7,20 @@ differences (summation order) grow through training, the more so at a high learn
 free-running losses drift apart even between two runs of one XLA program on different devices.
 Lockstep: at the start of every epoch both impls are given the reference impl's parameters and
 optimizer state, so each epoch's loss difference measures that epoch's arithmetic alone.
+
+XLA runs with ``--xla_gpu_deterministic_ops=true`` here (unless XLA_FLAGS already sets it).
+Without it the xla reference took one float32 trajectory in some processes and another in
+others (probably XLA's per-process autotuning), so a lockstep verdict changed from run to run
+(H100, MLP, seed 0: the worst epoch 4.9e-4 or 3.8e-3 for the same Triton kernels). With it,
+four processes gave the same reference losses and the same lockstep differences.
 """
 
+import os
 import sys
+
+if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):  # Before jax starts.
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                             " --xla_gpu_deterministic_ops=true").strip()
 
 from absl import app, flags, logging
 
@@ -57,7 +68,9 @@ def main(argv):
   try:
     if len(_IMPLS.value) != 2:
       raise config.ConfigError(f"--impls takes two impls, got {','.join(_IMPLS.value)}")
-    cfgs = [config_flags.config_from_flags(impl=i) for i in _IMPLS.value]
+    # --fusion picks among the Pallas kernels: the other impl of the pair runs as it is.
+    cfgs = [config_flags.config_from_flags(impl=i, **({} if i == "pallas" else {"fusion": None}))
+            for i in _IMPLS.value]
     if _OUT.value:
       runner.check_writable(_OUT.value)
     result = compare(*cfgs)

@@ -103,9 +103,10 @@ def test_pallas_cli_runs_interpreted(real_data_dir, tmp_path):
 
 
 def test_parity_lockstep_xla_pallas(real_data_dir, tmp_path):
+  """--fusion picks the Pallas kernels; xla, the reference, runs as it is."""
   out = tmp_path / "parity.json"
-  p = run_cli("--impls=xla,pallas", "--epochs=2", "--train_limit=1280", "--hidden=64",
-              f"--out={out}", script="experiments.parity")
+  p = run_cli("--impls=xla,pallas", "--fusion=ops", "--epochs=2", "--train_limit=1280",
+              "--hidden=64", f"--out={out}", script="experiments.parity")
   assert p.returncode == 0, p.stdout + p.stderr
   r = json.loads(out.read_text())
   assert len(r["epochs"]) == 2 and r["worst_lockstep_rel"] < 1e-3

@@ -5,6 +5,8 @@ in ``experiments.check_kernels --only=triton``."""
 
 import dataclasses
 import os
+import pathlib
+import subprocess
 import sys
 
 import jax
@@ -110,3 +112,25 @@ def test_importing_jax_triton_keeps_triton_cache_dir(before, tmp_path, monkeypat
   triton_kernels._import_jax_triton()
   assert os.environ.get("TRITON_CACHE_DIR") == before
 
+
+@pytest.mark.skipif(WHY is None, reason="the Triton kernels can run here")
+def test_kernel_times_refuses_with_one_line_where_it_cannot_run():
+  root = pathlib.Path(__file__).resolve().parents[1]
+  p = subprocess.run([sys.executable, "-m", "experiments.kernel_times"], cwd=root,
+                     env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
+                     timeout=300)
+  assert p.returncode != 0
+  assert p.stderr.strip() == f"experiments.kernel_times needs {WHY}"
+
+
+def test_kernel_times_counts_code_lines():
+  from experiments import kernel_times
+
+  def f(x):
+    """Two lines
+    of docstring."""
+    # a comment
+
+    return x + 1
+
+  assert kernel_times.code_lines(f) == 2  # the def and the return
