@@ -5,10 +5,11 @@ on the GPU (uint8, scaled on the device).
 mode "eager": one Python-dispatched step per batch. mode "graph": the whole step (batch gather,
 forward, backward, SGD update, loss accumulation) captured once in a CUDA graph and replayed;
 per step only the batch's indices are copied into the graph's input. modes "compile" and
-"compile-max": a PyTorch user's first move for speed, ``torch.compile`` of the forward and the
-loss (default mode, and ``mode="max-autotune"``, which also tunes the products and replays
-CUDA graphs); AOTAutograd compiles the backward with it, and the SGD update stays eager
-(``torch._foreach_add_``). Their compile time is the first steps', on copies of the weights.
+"compile-max": a PyTorch user's first move for speed, ``torch.compile`` of the whole step
+(default mode, and ``mode="max-autotune"``, which also tunes the products and replays CUDA
+graphs). The step is written with ``torch.func.grad_and_value`` so that the forward, the
+backward, the SGD update and the loss sum are one compiled function with no autograd engine on
+the host. Their compile time is the first steps', on copies of the weights.
 Losses stay on the GPU until the epoch ends, as in the JAX trainers. Each row runs at the
 precision of the JAX row it is compared with.
 """
@@ -67,13 +68,16 @@ class TorchTrainer:
     self.idx = torch.zeros(bs, dtype=torch.int64, device=self.dev)
     self.loss_sum = torch.zeros((), device=self.dev)
     self.graph = None
-    self.loss_fn = self._loss
+    self.step_fn = self._step
     if mode.startswith("compile"):
       # Every trainer compiles afresh (its compile time is its own): the cache is keyed by the
       # code object, which all trainers share, and after 8 recompiles it falls back to eager.
       torch._dynamo.reset()
-      self.loss_fn = torch.compile(self._loss, mode="max-autotune" if mode == "compile-max"
-                                   else None)
+      # The step updates these in place: static addresses let CUDA graphs replay over them.
+      for t in (*self.params, *self.velocity, self.loss_sum, self.idx):
+        torch._dynamo.mark_static_address(t)
+      self.step_fn = torch.compile(self._functional_step,
+                                   mode="max-autotune" if mode == "compile-max" else None)
     if self.dev.type == "cuda":
       torch.cuda.reset_peak_memory_stats()
 
@@ -101,14 +105,13 @@ class TorchTrainer:
       for v in self.velocity:  # A fresh optimizer state, as in the JAX trainers.
         v.zero_()
 
-  def _logits(self, x_u8):
+  def _logits(self, x_u8, params=None):
     with self.torch.autocast(self.dev.type, dtype=self.torch.bfloat16, enabled=self.autocast):
-      return self._logits_in(x_u8).float()
+      return self._logits_in(x_u8, self.params if params is None else params).float()
 
-  def _logits_in(self, x_u8):
+  def _logits_in(self, x_u8, p):
     F = self.torch.nn.functional
     x = x_u8.float() / 255.0
-    p = self.params
     if self.cfg.model == "cnn":
       x = F.relu(F.conv2d(x[:, None], p[0], p[1]))
       x = F.max_pool2d(F.relu(F.conv2d(x, p[2], p[3])), 2)
@@ -118,13 +121,22 @@ class TorchTrainer:
       x = F.relu(x @ p[i] + p[i + 1])
     return x @ p[-2] + p[-1]
 
-  def _loss(self, idx):
-    return self.torch.nn.functional.cross_entropy(self._logits(self.x[idx]), self.y[idx])
+  def _loss(self, params):
+    idx = self.idx
+    return self.torch.nn.functional.cross_entropy(self._logits(self.x[idx], params), self.y[idx])
 
   def _step(self):
+    """The eager and CUDA-graph step: autograd through the tensors' graph."""
+    loss = self._loss(self.params)
+    self._update(self.torch.autograd.grad(loss, self.params), loss.detach())
+
+  def _functional_step(self):
+    """The compiled step: gradients by ``torch.func``, which torch.compile traces whole."""
+    grads, loss = self.torch.func.grad_and_value(self._loss)(self.params)
+    self._update(grads, loss)
+
+  def _update(self, grads, loss):
     torch = self.torch
-    loss = self.loss_fn(self.idx)
-    grads = torch.autograd.grad(loss, self.params)
     with torch.no_grad():
       if self.cfg.optimizer == "momentum":  # optax's form: v = g + beta v; p -= lr v.
         torch._foreach_mul_(self.velocity, self.cfg.momentum)
@@ -132,7 +144,7 @@ class TorchTrainer:
         torch._foreach_add_(self.params, self.velocity, alpha=-self.cfg.lr)
       else:
         torch._foreach_add_(self.params, grads, alpha=-self.cfg.lr)
-      self.loss_sum += loss.detach()
+      self.loss_sum += loss
 
   def compile(self) -> float:
     """The graph mode: warm up on a side stream and capture; the compile modes: the first
@@ -146,7 +158,7 @@ class TorchTrainer:
     self.idx.copy_(self.orders[0][0])
     if self.mode.startswith("compile"):
       for _ in range(3):  # cudagraph trees record on the first calls after warm-up
-        self._step()
+        self.step_fn()
       self._restore(saved)
       return time.perf_counter() - t0
     side = torch.cuda.Stream()
@@ -190,7 +202,7 @@ class TorchTrainer:
       if self.graph is not None:
         self.graph.replay()
       else:
-        self._step()
+        self.step_fn()
     return self.loss_sum / self.steps
 
   def evaluate(self, split: str = "test") -> dict:
