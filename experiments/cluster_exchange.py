@@ -37,14 +37,20 @@ from jax import lax
 
 from experiments import hopper
 
-_FLOATS = flags.DEFINE_list("floats", ["128"], "Floats each CTA writes and every CTA reads.")
-_CLUSTERS = flags.DEFINE_list("clusters", ["2", "4", "8", "16"], "Cluster sizes (CTAs).")
-_STEPS = flags.DEFINE_integer("steps", 11_000, "Steps of the long launch (the short has 1,000).")
-_REPEATS = flags.DEFINE_integer("repeats", 15, "Timed launches of each (median).")
-_MLP = flags.DEFINE_bool("mlp", False,
-                         "Also time cluster_mlp's two exchanges: pulled, pushed, spread.")
-_GRID = flags.DEFINE_list("grid_programs", ["16", "128", "132"],
-                          "Programs of the grid-wide exchange timed for comparison (none: skip).")
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """The script's flags; defined only when it runs, so that importing ``mlp_exchanges`` (the
+  tests do) leaves names such as --repeats to the other scripts of the process."""
+  flags.DEFINE_list("floats", ["128"], "Floats each CTA writes and every CTA reads.")
+  flags.DEFINE_list("clusters", ["2", "4", "8", "16"], "Cluster sizes (CTAs).")
+  flags.DEFINE_integer("steps", 11_000, "Steps of the long launch (the short has 1,000).")
+  flags.DEFINE_integer("repeats", 15, "Timed launches of each (median).")
+  flags.DEFINE_bool("mlp", False, "Also time cluster_mlp's two exchanges: pulled, pushed, spread.")
+  flags.DEFINE_list("grid_programs", ["16", "128", "132"],
+                    "Programs of the grid-wide exchange timed for comparison (none: skip).")
+
 
 SHORT = 1_000
 
@@ -205,17 +211,17 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   d = hopper.require_hopper("cluster_exchange")
-  if _STEPS.value <= SHORT or _STEPS.value % 2:
-    sys.exit(f"error: --steps must be an even number above {SHORT}, got {_STEPS.value}")
-  print(f"device {d.device_kind}; jax {jax.__version__}; {_STEPS.value} and {SHORT} steps, "
-        f"median of {_REPEATS.value} launches")
-  if _CLUSTERS.value:
+  if FLAGS.steps <= SHORT or FLAGS.steps % 2:
+    sys.exit(f"error: --steps must be an even number above {SHORT}, got {FLAGS.steps}")
+  print(f"device {d.device_kind}; jax {jax.__version__}; {FLAGS.steps} and {SHORT} steps, "
+        f"median of {FLAGS.repeats} launches")
+  if FLAGS.clusters:
     print(f"{'CTAs':>4s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s} {'KB read/CTA':>11s}")
-  for floats in map(int, _FLOATS.value):
-    for cluster in map(int, _CLUSTERS.value):
+  for floats in map(int, FLAGS.floats):
+    for cluster in map(int, FLAGS.clusters):
       try:
         us, wrong = time_per_step(lambda steps: exchange(cluster, steps, floats),
-                                  _STEPS.value, _REPEATS.value)
+                                  FLAGS.steps, FLAGS.repeats)
         print(f"{cluster:4d} {floats:6d} {us:8.3f} {wrong:6.0f} "
               f"{cluster * floats * 4 / 1024:11.1f}", flush=True)
       except Exception as e:  # noqa: BLE001 -- a size the hardware or lowering refuses.
@@ -223,14 +229,14 @@ def main(argv):
               f"{str(e).splitlines()[0][:150]}", flush=True)
         if "launch failure" in str(e):  # The CUDA context is gone: nothing after can run.
           sys.exit("error: a launch failed; later sizes need a fresh process")
-  if _MLP.value:
+  if FLAGS.mlp:
     print("cluster_mlp's two exchanges (16 CTAs, ten columns of 64 floats)")
     print(f"{'form':>8s} {'us/step':>8s} {'wrong':>6s}")
     for form in ("pulled", "pushed", "spread"):
       us, wrong = time_per_step(lambda steps: mlp_exchanges(steps, form),
-                                _STEPS.value, _REPEATS.value)
+                                FLAGS.steps, FLAGS.repeats)
       print(f"{form:>8s} {us:8.3f} {wrong:6.0f}", flush=True)
-  grid = [int(p) for p in _GRID.value if p.lower() != "none"]
+  grid = [int(p) for p in FLAGS.grid_programs if p.lower() != "none"]
   sms = getattr(d, "core_count", None)
   if grid:
     print(f"grid-wide exchange (Triton, one launch; reads one neighbour's tile; {sms} SMs)")
@@ -239,11 +245,12 @@ def main(argv):
     if sms and programs > sms:  # Not all resident at once: the barrier would never open.
       print(f"{programs:8d}   skipped: more programs than the {sms} SMs")
       continue
-    for floats in map(int, _FLOATS.value):
+    for floats in map(int, FLAGS.floats):
       us, wrong = time_per_step(lambda steps: grid_exchange(programs, steps, floats),
-                                _STEPS.value, _REPEATS.value)
+                                FLAGS.steps, FLAGS.repeats)
       print(f"{programs:8d} {floats:6d} {us:8.3f} {wrong:6.0f}", flush=True)
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
