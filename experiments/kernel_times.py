@@ -206,12 +206,25 @@ def op_table(b, hdn, p):
 
 
 def step_table(b, p):
+  """xla, the Pallas op kernels and Triton; Triton twice where it can be: its calls lowered to
+  jaxlib's typed-FFI target (the default) and to jax-triton 0.3's legacy custom call."""
+  from triton_kernels import ffi
   print("\n| impl | us a step (wall) | GPU us of its kernels | kernels a step |")
   print("|---|---|---|---|")
-  for impl in ("xla", "pallas", "triton"):
+  runs = [("xla", "xla", None), ("pallas", "pallas (op kernels)", None)]
+  if ffi.available():
+    runs += [("triton", "triton, typed FFI call", True),
+             ("triton", "triton, legacy custom call", False)]
+  else:
+    runs.append(("triton", "triton", None))
+  for impl, name, typed_ffi in runs:
+    if typed_ffi is not None:
+      ffi.use_typed_ffi(typed_ffi)
+      jax.clear_caches()  # Lower the step afresh with that rule.
     s = step_row(impl, b, p)
-    print(f"| {impl}{' (op kernels)' if impl == 'pallas' else ''} | {s['step_us']:.1f} | "
-          f"{s['kernels_us']:.1f} | {s['kernels']:.1f} |", flush=True)
+    print(f"| {name} | {s['step_us']:.1f} | {s['kernels_us']:.1f} | {s['kernels']:.1f} |",
+          flush=True)
+  ffi.use_typed_ffi(True)
 
 
 if __name__ == "__main__":

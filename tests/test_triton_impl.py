@@ -134,3 +134,23 @@ def test_kernel_times_counts_code_lines():
     return x + 1
 
   assert kernel_times.code_lines(f) == 2  # the def and the return
+
+
+def test_typed_ffi_lowering_hands_the_call_description_over_as_opaque(monkeypatch):
+  """jax-triton 0.3's lowering, seen through triton_kernels.ffi: api_version 4, and the call
+  description that it passes as backend_config becomes the ``opaque`` attribute."""
+  from triton_kernels import ffi
+  calls = []
+
+  def legacy(name, **kwargs):
+    calls.append((name, kwargs))
+    return lambda ctx, *args, **attrs: ("lowered", args, attrs)
+
+  monkeypatch.setattr(jax.ffi, "ffi_lowering", legacy)
+  with ffi._typed_ffi_lowering():
+    rule = jax.ffi.ffi_lowering(ffi.TARGET, api_version=2, backend_config=b"call",
+                                operand_output_aliases={0: 0})
+    out = rule("ctx", "x", "w")
+  assert jax.ffi.ffi_lowering is legacy  # put back
+  assert calls == [(ffi.TARGET, {"api_version": 4, "operand_output_aliases": {0: 0}})]
+  assert out == ("lowered", ("x", "w"), {"opaque": b"call"})

@@ -31,6 +31,10 @@ def _import_jax_triton() -> None:
 
 _import_jax_triton()  # Before dense.py and softmax_xent.py import it.
 
+from triton_kernels import ffi  # noqa: E402
+
+ffi.use_typed_ffi()  # XLA then graphs the kernels' launches with the rest of the step.
+
 
 def unavailable() -> str | None:
   """None if the Triton kernels can run here, else what is missing (one line)."""
