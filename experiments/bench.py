@@ -45,6 +45,9 @@ _TECHNIQUE_NAMES = flags.DEFINE_list(
     "technique_names", [], "Only these technique switches (e.g. tf32,bfloat16); all if empty.")
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["256", "1024", "8192"],
                                  "Further MLP batch sizes (64 is the reference).")
+_CNN_PRECISIONS = flags.DEFINE_list(
+    "cnn_precisions", ["tf32", "bfloat16"],
+    "Further precisions of the CNN's rows, peers alike (float32 is the reference; none: skip).")
 _BATCH_PRECISIONS = flags.DEFINE_list(
     "batch_precisions", ["float32", "tf32", "bfloat16"],
     "Precisions of the MLP batch-size rows (batch 64 has its own in the techniques).")
@@ -127,7 +130,7 @@ def build_cases(impls: list[str]) -> list[Case]:
         cases.append(Case("workloads", w, impl, "op kernels (--fusion=ops)",
                           cfg(w, impl, fusion="ops"), repeats))
     if w == "cnn" and not quick:  # The CNN at the tensor-core precisions, peers alike.
-      for precision in ("tf32", "bfloat16"):
+      for precision in _CNN_PRECISIONS.value:
         for impl in [i for i in impls if i in ("xla", "pallas")] + fast_peers:
           cases.append(Case("workloads", w, impl, precision, cfg(w, impl, precision=precision),
                             repeats))
@@ -401,6 +404,8 @@ def main(argv):
     if bad := [m for m in _TORCH_MODES.value if m not in torch_peer.MODES]:
       raise ValueError(f"unknown --torch_modes {', '.join(bad)}; the modes are "
                        f"{', '.join(torch_peer.MODES)}")
+    if bad := [p for p in _CNN_PRECISIONS.value if p not in ("tf32", "bfloat16")]:
+      raise ValueError(f"unknown --cnn_precisions {', '.join(bad)}; they are tf32 and bfloat16")
     cases = build_cases(impls)
     out_dir = pathlib.Path(_OUT_DIR.value)
     runner.check_writable(out_dir / "results.json")
