@@ -21,9 +21,9 @@ import triton.language as tl
 import jax_triton as jt
 
 # tl.dot needs 16 or more on every side. The Pallas twin's tiles at small batches, 16x16x128,
-# make the 784x256 forward 1.9x faster a call (H100, batch 64: 6.5 against 12.4 us), but the
-# step is bound by launching the kernels, not by them (docs/PERFORMANCE.md, "Triton through
-# jax-triton"), so these stay, as checked there. ``blocks=`` overrides them.
+# make the 784x256 forward 1.9x faster a call (H100, batch 64: 6.5 against 12.4 us); these are
+# the tiles every check and benchmark ran (docs/PERFORMANCE.md, "Triton beside Pallas").
+# ``blocks=`` overrides them.
 BLOCKS = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
 NUM_WARPS = 4
 
