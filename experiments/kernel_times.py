@@ -95,11 +95,11 @@ def cases(batch: int, hidden: int, precision: str, triton_blocks=None):
   pd, td = pallas_dense, triton_dense
   tb = dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), triton_blocks)) if triton_blocks else None
   return [
-      (f"dense forward {784}x{hidden}, ReLU",
+      (f"dense forward 784x{hidden}, ReLU",
        lambda x, w, b: pd.dense_fwd(x, w, b, relu=True, **blocks(784, "fwd")),
        lambda x, w, b: td.dense_fwd(x, w, b, relu=True, precision=p, blocks=tb), (x, w1, b1),
        pd.dense_fwd_kernel, td.dense_fwd_kernel),
-      (f"dense dW and db {784}x{hidden}",
+      (f"dense dW and db 784x{hidden}",
        lambda x, g, y: pd.dense_dw(x, g, y, relu=True, **blocks(784, "dw")),
        lambda x, g, y: td.dense_dw(x, g, y, relu=True, precision=p, blocks=tb), (x, g, h),
        pd.dense_dw_kernel, td.dense_dw_kernel),
@@ -175,20 +175,36 @@ def step_row(impl: str, batch: int, precision: str) -> dict:
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
+  b, hdn, p = _BATCH.value, _HIDDEN.value, _PRECISION.value
+  if min(b, hdn, _CALLS.value) < 1:
+    raise SystemExit(f"--batch, --hidden and --calls must be positive, got {b}, {hdn} and "
+                     f"{_CALLS.value}")
+  tb = parse_blocks(_TRITON_BLOCKS.value)
   import triton_kernels
   if why := triton_kernels.unavailable():
     raise SystemExit(f"experiments.kernel_times needs {why}")
-  b, hdn, p = _BATCH.value, _HIDDEN.value, _PRECISION.value
   print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}; batch {b}, hidden {hdn}, {p}; "
         f"GPU us a call: median of {_CALLS.value} calls")
   if _OPS.value:
-    op_table(b, hdn, p)
+    op_table(b, hdn, p, tb)
   if _STEPS.value:
     step_table(b, p)
 
 
-def op_table(b, hdn, p):
-  tb = [int(v) for v in _TRITON_BLOCKS.value.split(",")] if _TRITON_BLOCKS.value else None
+def parse_blocks(text: str | None):
+  """[BM, BN, BK] from "BM,BN,BK" (each 16 or more, as tl.dot needs), or None."""
+  if not text:
+    return None
+  try:
+    blocks = [int(v) for v in text.split(",")]
+  except ValueError:
+    blocks = []
+  if len(blocks) != 3 or min(blocks) < 16:
+    raise SystemExit(f"--triton_blocks takes three sizes of 16 or more, BM,BN,BK; got {text!r}")
+  return blocks
+
+
+def op_table(b, hdn, p, tb):
   if tb:
     print(f"Triton dense tiles {tb}")
   print(f"| op | lines Pallas | lines Triton | compile s Pallas | compile s Triton "

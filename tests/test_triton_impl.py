@@ -154,3 +154,11 @@ def test_typed_ffi_lowering_hands_the_call_description_over_as_opaque(monkeypatc
   assert jax.ffi.ffi_lowering is legacy  # put back
   assert calls == [(ffi.TARGET, {"api_version": 4, "operand_output_aliases": {0: 0}})]
   assert out == ("lowered", ("x", "w"), {"opaque": b"call"})
+
+
+@pytest.mark.parametrize("text", ["16,16", "a,b,c", "8,16,16"])
+def test_kernel_times_refuses_bad_blocks_in_one_line(text):
+  from experiments import kernel_times
+  with pytest.raises(SystemExit, match="--triton_blocks takes three sizes of 16 or more"):
+    kernel_times.parse_blocks(text)
+  assert kernel_times.parse_blocks("16,16,128") == [16, 16, 128]
