@@ -22,6 +22,7 @@ import numpy as np
 from absl import app, flags, logging
 
 from jaxshallow import config, ops, runner, trainers
+import pallas_kernels
 from pallas_kernels import dense as pallas_dense
 from pallas_kernels import softmax_xent as pallas_xent
 
@@ -44,14 +45,12 @@ def code_lines(fn) -> int:
   return n - (len(doc.splitlines()) if doc else 0)
 
 
-def gpu_kernels(fn, args, calls: int) -> dict[str, list[float]]:
-  """{kernel name: durations in us} of the GPU kernels run by ``calls`` calls of ``fn``."""
-  jax.block_until_ready(fn(*args))
+def profiled_kernels(run) -> dict[str, list[float]]:
+  """{kernel name: durations in us} of the GPU kernels that ``run()`` ran, from a profiler
+  trace; ``run`` waits for its results."""
   with tempfile.TemporaryDirectory() as d:
     with jax.profiler.trace(d):
-      for _ in range(calls):
-        out = fn(*args)
-      jax.block_until_ready(out)
+      run()
     path, = glob.glob(f"{d}/**/*.xplane.pb", recursive=True)
     profile = jax.profiler.ProfileData.from_file(path)
   times = {}
@@ -62,6 +61,18 @@ def gpu_kernels(fn, args, calls: int) -> dict[str, list[float]]:
           for e in line.events:
             times.setdefault(e.name, []).append(e.duration_ns / 1e3)
   return times
+
+
+def gpu_kernels(fn, args, calls: int) -> dict[str, list[float]]:
+  """{kernel name: durations in us} of the GPU kernels run by ``calls`` calls of ``fn``."""
+  jax.block_until_ready(fn(*args))
+
+  def run():
+    for _ in range(calls):
+      out = fn(*args)
+    jax.block_until_ready(out)
+
+  return profiled_kernels(run)
 
 
 def compile_seconds(fn, args) -> tuple:
@@ -155,21 +166,9 @@ def step_row(impl: str, batch: int, precision: str) -> dict:
   t0 = time.perf_counter()
   trainer.run_epoch(1)
   wall = time.perf_counter() - t0
-  with tempfile.TemporaryDirectory() as d:
-    with jax.profiler.trace(d):
-      trainer.run_epoch(1)
-    path, = glob.glob(f"{d}/**/*.xplane.pb", recursive=True)
-    profile = jax.profiler.ProfileData.from_file(path)
-  busy, count = 0.0, 0
-  for plane in profile.planes:
-    if plane.name.startswith("/device:GPU"):
-      for line in plane.lines:
-        if line.name.startswith("Stream"):
-          for e in line.events:
-            busy += e.duration_ns / 1e3
-            count += 1
-  return dict(impl=impl, step_us=1e6 * wall / steps, kernels_us=busy / steps,
-              kernels=count / steps)
+  durations = [t for ts in profiled_kernels(lambda: trainer.run_epoch(1)).values() for t in ts]
+  return dict(impl=impl, step_us=1e6 * wall / steps, kernels_us=sum(durations) / steps,
+              kernels=len(durations) / steps)
 
 
 def main(argv):
@@ -192,16 +191,18 @@ def main(argv):
 
 
 def parse_blocks(text: str | None):
-  """[BM, BN, BK] from "BM,BN,BK" (each 16 or more, as tl.dot needs), or None."""
+  """[BM, BN, BK] from "BM,BN,BK", or None; read by the Pallas --blocks parser (powers of two of
+  16 or more, which tl.arange and tl.dot need too)."""
   if not text:
     return None
   try:
-    blocks = [int(v) for v in text.split(",")]
+    pairs = pallas_kernels.parse_blocks(text)
   except ValueError:
-    blocks = []
-  if len(blocks) != 3 or min(blocks) < 16:
-    raise SystemExit(f"--triton_blocks takes three sizes of 16 or more, BM,BN,BK; got {text!r}")
-  return blocks
+    pairs = None
+  if not isinstance(pairs, tuple):  # also "auto", which has no Triton meaning
+    raise SystemExit(f"--triton_blocks takes three sizes of 16 or more, powers of two, BM,BN,BK; "
+                     f"got {text!r}")
+  return [v for _, v in pairs]
 
 
 def op_table(b, hdn, p, tb):

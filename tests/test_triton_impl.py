@@ -156,7 +156,7 @@ def test_typed_ffi_lowering_hands_the_call_description_over_as_opaque(monkeypatc
   assert out == ("lowered", ("x", "w"), {"opaque": b"call"})
 
 
-@pytest.mark.parametrize("text", ["16,16", "a,b,c", "8,16,16"])
+@pytest.mark.parametrize("text", ["16,16", "a,b,c", "8,16,16", "24,16,16", "auto"])
 def test_kernel_times_refuses_bad_blocks_in_one_line(text):
   from experiments import kernel_times
   with pytest.raises(SystemExit, match="--triton_blocks takes three sizes of 16 or more"):
