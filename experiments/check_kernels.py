@@ -16,11 +16,14 @@ from absl import app, flags, logging
 
 import functools
 
-from jaxshallow import cnn, fused_epoch, fused_step, mlp, models, synthetic, train
-from jaxshallow import numpy_cnn
-from pallas_kernels import (cluster_epoch, cluster_mlp, common, conv, conv_batch, conv_pool,
-                            conv_stack, dense, dense_xent, hopper_dense, max_pool, mlp_epoch,
-                            mse, population_step, sgd_parts, softmax_xent)
+from jaxshallow import cnn, mlp, models, synthetic, train
+from jaxshallow.fused import epoch as fused_epoch, step as fused_step
+from jaxshallow.reference import numpy_cnn
+from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch, mlp_epoch,
+                                  population_step, sgd_parts)
+from pallas_kernels import common
+from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense, dense_xent, dense_mgpu,
+                                max_pool, mse, softmax_xent)
 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
@@ -425,13 +428,13 @@ def epoch_cases(rng, interpret):
 
 
 def hopper_cases(rng, interpret):
-  """hopper_dense's wgmma kernel alone against float64 (GPU only, Hopper: it has no interpret
+  """dense_mgpu's wgmma kernel alone against float64 (GPU only, Hopper: it has no interpret
   mode): the MLP's forward (bias, ReLU) and dW (partial sums) shapes at batch 8192 and 4096, in
   TF32 and bfloat16, from the inputs as the kernel sees them (rounded to bfloat16 there)."""
-  if interpret or not hopper_dense.on_hopper():
-    print("skip hopper_dense: not on a Hopper GPU")
+  if interpret or not dense_mgpu.on_hopper():
+    print("skip dense_mgpu: not on a Hopper GPU")
     return
-  fwd, dw = hopper_dense.FWD_TILES, hopper_dense.DW_TILES
+  fwd, dw = dense_mgpu.FWD_TILES, dense_mgpu.DW_TILES
   both, tf32 = (("tf32", jnp.float32), ("bfloat16", jnp.bfloat16)), (("tf32", jnp.float32),)
   # (M, N, K): the MLP's layers at batch 8192, and shapes of no tile (edges past M, N, K).
   for (m, n, k), tiles, precisions in [((8192, 256, 784), fwd, both), ((4104, 264, 520), fwd, tf32),
@@ -443,16 +446,16 @@ def hopper_cases(rng, interpret):
       # tf32 products, and for float32 inputs 3xTF32 ones as well (float32's tolerance).
       x3_too = (("float32", True),) if dtype == jnp.float32 else ()
       for check, x3 in ((precision, False),) + x3_too:
-        ab = (hopper_dense.split_tf32(a), hopper_dense.split_tf32(b)) if x3 else (a, b)
+        ab = (dense_mgpu.split_tf32(a), dense_mgpu.split_tf32(b)) if x3 else (a, b)
         t = tiles
         if x3:
-          t = hopper_dense.X3_FWD_TILES if tiles.splits == 1 else hopper_dense.X3_DW_TILES
+          t = dense_mgpu.X3_FWD_TILES if tiles.splits == 1 else dense_mgpu.X3_DW_TILES
         if t.splits == 1:
           bias = rng.standard_normal(n).astype(np.float32)
-          got = hopper_dense.matmul_nt(*ab, jnp.asarray(bias), relu=True, tiles=t)
+          got = dense_mgpu.matmul_nt(*ab, jnp.asarray(bias), relu=True, tiles=t)
           want = np.maximum(a64 @ b64.T + bias, 0)
         else:
-          got = common.sum_parts(hopper_dense.matmul_nt(*ab, tiles=t))
+          got = common.sum_parts(dense_mgpu.matmul_nt(*ab, tiles=t))
           want = a64 @ b64.T
         yield (f"hopper matmul_nt m={m} n={n} k={k} splits={t.splits}{' 3xTF32' if x3 else ''}",
                check, rel_err(got, want))
@@ -464,21 +467,21 @@ CLUSTER_CASES = [(64, 1), (128, 7), (256, 100), (512, 20)]
 
 
 def cluster_cases(rng, interpret):
-  """cluster_epoch's kernel (GPU only, Hopper: Mosaic GPU's interpreter does not model peer
+  """cluster_epoch_mgpu's kernel (GPU only, Hopper: Mosaic GPU's interpreter does not model peer
   reads) against the same steps through train_step in float64."""
-  if interpret or not hopper_dense.on_hopper():
-    print("skip cluster_epoch: not on a Hopper GPU")
+  if interpret or not dense_mgpu.on_hopper():
+    print("skip cluster_epoch_mgpu: not on a Hopper GPU")
     return
   for hidden, steps in CLUSTER_CASES:
-    batch = cluster_epoch.BATCH
+    batch = cluster_epoch_mgpu.BATCH
     n = steps * batch + 5
-    x, y = synthetic.make_regression(n, rng, cluster_epoch.INPUTS)
+    x, y = synthetic.make_regression(n, rng, cluster_epoch_mgpu.INPUTS)
     order, lr = rng.permutation(n).astype(np.int32), 0.002
     params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))),
-                          (cluster_epoch.INPUTS, hidden, 1), bias=False)
+                          (cluster_epoch_mgpu.INPUTS, hidden, 1), bias=False)
     ref_losses, ref_params = _epoch_reference(params, x, y, order, lr, "sgd", batch,
                                               models.REGRESSION, steps)
-    fn = jax.jit(functools.partial(cluster_epoch.train_epoch, lr=lr, steps=steps,
+    fn = jax.jit(functools.partial(cluster_epoch_mgpu.train_epoch, lr=lr, steps=steps,
                                    use_kernel=True))
     got, losses = fn(params, x, y, order)
     err = max(rel_err(losses, ref_losses),
@@ -493,33 +496,33 @@ CLUSTER_MLP_STEPS = [1, 7]
 
 
 def cluster_mlp_cases(rng, interpret):
-  """cluster_mlp's kernel (GPU only, Hopper) against the same steps through train_step in
+  """cluster_mlp_mgpu's kernel (GPU only, Hopper) against the same steps through train_step in
   float64: per-step losses and final parameters."""
-  if interpret or not hopper_dense.on_hopper():
-    print("skip cluster_mlp: not on a Hopper GPU")
+  if interpret or not dense_mgpu.on_hopper():
+    print("skip cluster_mlp_mgpu: not on a Hopper GPU")
     return
-  if why := cluster_mlp.lowers():
-    print(f"skip cluster_mlp: {why}")
+  if why := cluster_mlp_mgpu.lowers():
+    print(f"skip cluster_mlp_mgpu: {why}")
     return
   for steps in CLUSTER_MLP_STEPS:
-    n = steps * cluster_mlp.BATCH + 5
-    x = rng.integers(0, 256, (n, cluster_mlp.INPUTS), dtype=np.uint8)
-    y = rng.integers(0, cluster_mlp.CLASSES, n).astype(np.int32)
+    n = steps * cluster_mlp_mgpu.BATCH + 5
+    x = rng.integers(0, 256, (n, cluster_mlp_mgpu.INPUTS), dtype=np.uint8)
+    y = rng.integers(0, cluster_mlp_mgpu.CLASSES, n).astype(np.int32)
     order, lr = rng.permutation(n).astype(np.int32), 0.1
-    widths = (cluster_mlp.INPUTS, cluster_mlp.HIDDEN, cluster_mlp.CLASSES)
+    widths = (cluster_mlp_mgpu.INPUTS, cluster_mlp_mgpu.HIDDEN, cluster_mlp_mgpu.CLASSES)
     params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths)
     params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape),
                                                            a.dtype), params)  # biases off 0
     ref_losses, ref_params = _epoch_reference(params, x, y, order, lr, "sgd",
-                                              cluster_mlp.BATCH, models.MLP, steps)
+                                              cluster_mlp_mgpu.BATCH, models.MLP, steps)
 
     # float32 over every case; the reduced precisions in the one-step case, on what is
     # continuous in the rounding (the loss and the last layer: see epoch_cases).
     for precision in ("float32", "tf32", "bfloat16") if steps == 1 else ("float32",):
       @jax.jit
       def run(params, x, y, order):
-        xs, onehot = cluster_mlp.batches(x, y, order, steps)
-        return cluster_mlp.train(params, xs, onehot, lr, precision)
+        xs, onehot = cluster_mlp_mgpu.batches(x, y, order, steps)
+        return cluster_mlp_mgpu.train(params, xs, onehot, lr, precision)
       got, losses, _ = run(params, x, y, order)
       pairs = list(zip(jax.tree.leaves(got), ref_params))
       if precision != "float32":

@@ -5,7 +5,8 @@ import sys
 
 from absl import flags, logging
 
-from jaxshallow import config, data, runner
+from jaxshallow.run import config, runner
+from jaxshallow import data
 
 _IMPL = flags.DEFINE_string("impl", "xla", "xla | pallas | triton (GPU, jax-triton) | numpy")
 _MODEL = flags.DEFINE_string("model", "mlp", "mlp | logreg | cnn")

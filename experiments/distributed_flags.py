@@ -2,7 +2,7 @@
 
 from absl import flags
 
-from jaxshallow import distributed
+from jaxshallow.devices import distributed
 
 _COORDINATOR = flags.DEFINE_string(
     "coordinator_address", None, "host:port of process 0, to run over several processes "
@@ -14,7 +14,8 @@ _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index, 0 
 
 
 def initialize() -> bool:
-  """``jaxshallow.distributed.initialize`` from the flags; call it before anything uses jax."""
+  """``jaxshallow.devices.distributed.initialize`` from the flags; call it before anything
+  uses jax."""
   return distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
 
 

@@ -25,7 +25,8 @@ if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):  # Before
 from absl import app, flags, logging
 
 from experiments import config_flags
-from jaxshallow import config, data, runner, trainers
+from jaxshallow.run import config, runner, trainers
+from jaxshallow import data
 
 _IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Reference impl, then the one to check.")
 _TOL = flags.DEFINE_float("tolerance", 1e-3, "Allowed relative difference of lockstep losses.")

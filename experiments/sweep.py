@@ -20,7 +20,8 @@ import sys
 from absl import app, flags, logging
 
 from experiments import config_flags, distributed_flags
-from jaxshallow import config, data, population_run, runner
+from jaxshallow.run import config, population_run, runner
+from jaxshallow import data
 
 _LRS = flags.DEFINE_list("lrs", ["0.05", "0.1"], "Learning rates to try.")
 _SEEDS = flags.DEFINE_string("seeds", "0,1,2", "Seeds to try each with: 0,1,2 or a range 0-15.")

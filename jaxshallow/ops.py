@@ -102,6 +102,20 @@ def dense_softmax_cross_entropy(h, w, b, labels, *, precision: str = "float32"):
   return softmax_cross_entropy(dense(h, w, b, precision=precision), labels)
 
 
+def parse_blocks(text: str | None):
+  """``--blocks`` as the Pallas dense kernels take it: "BM,BN,BK" -> (("block_m", BM),
+  ("block_n", BN), ("block_k", BK)); None and "auto" pass. ValueError (one line) otherwise."""
+  if text is None or text == "auto":
+    return text
+  try:
+    bm, bn, bk = (int(v) for v in text.split(","))
+  except ValueError:
+    raise ValueError(f"blocks must be 'auto' or three integers BM,BN,BK, got {text!r}") from None
+  if any(v < 16 or v & (v - 1) for v in (bm, bn, bk)):
+    raise ValueError(f"blocks must be powers of two of at least 16, got {text!r}")
+  return (("block_m", bm), ("block_n", bn), ("block_k", bk))
+
+
 def get_ops(impl: str = "xla", precision: str = "float32", blocks: str | None = None) -> Ops:
   """The ops of ``impl``. ``blocks`` applies to Pallas dense kernels: None for the defaults,
   "BM,BN,BK" for fixed sizes, or "auto" for the sizes ``pallas_kernels.autotune`` chose."""
@@ -144,11 +158,11 @@ def triton_ops(precision: str = "float32") -> Ops:
 def pallas_ops(precision: str = "float32", interpret: bool | None = None,
                blocks: str | None = None) -> Ops:
   """The ops of ``pallas_kernels``; ``interpret=None`` compiles on GPUs and interprets
-  elsewhere. ``blocks`` sets the dense kernels' block sizes (``pallas_kernels.parse_blocks``)."""
+  elsewhere. ``blocks`` sets the dense kernels' block sizes (``parse_blocks``)."""
   # Imported here: Pallas is needed only by this impl.
-  from pallas_kernels import (autotune, common, conv, conv_pool, conv_stack, dense as dense_k,
-                              dense_xent, max_pool as pool_k, mse as mse_k, parse_blocks,
-                              softmax_xent)
+  from pallas_kernels import autotune, common
+  from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense as dense_k, dense_xent,
+                                  max_pool as pool_k, mse as mse_k, softmax_xent)
   if interpret is None:
     interpret = common.interpret_default()
   fixed = parse_blocks(blocks)

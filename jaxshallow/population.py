@@ -7,14 +7,14 @@ epoch trains them all: ``jax.vmap`` over the members of the single-network epoch
 ``vmap`` gets a grid axis for the members). A member's results are those of training it alone.
 
 ``fusion="step"`` (pallas): one-hidden-layer classifiers trained by plain SGD take a step in two
-kernels instead (``pallas_kernels.population_step``: the output layer with its update, then the
+kernels instead (``pallas_kernels.fused.population_step``: the output layer with its update, then the
 hidden layer's update fused with the next batch's forward product), which moves the members'
 hidden-layer weights through memory twice a step rather than three times.
 
 Across devices, the member axis is sharded over a one-axis ``Mesh`` ("members"): XLA's SPMD
 partitioner gives each device its members, and no data moves between devices while they train.
 The same code runs on one device, several, or the devices of several processes
-(``jaxshallow.placement``, ``jaxshallow.distributed``).
+(``jaxshallow.devices.placement``, ``jaxshallow.devices.distributed``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from jax import lax
 
 from jaxshallow import models, train
-from jaxshallow.placement import gather
+from jaxshallow.devices.placement import gather
 
 AXIS = "members"
 
@@ -61,7 +61,7 @@ def epoch_orders(seeds, epoch: int, n: int) -> np.ndarray:
 def step_kernels_misfit(model, n_layers: int, optimizer: str, batch_size: int, n_classes: int,
                         has_bias: bool = True) -> str | None:
   """Why ``fusion="step"`` cannot train this population, or None if it can."""
-  from pallas_kernels import population_step as ps  # Kernels only where they are used.
+  from pallas_kernels.fused import population_step as ps  # Kernels only where they are used.
   checks = [(model.name == "mlp" and n_layers == 2, "it takes one hidden layer (an mlp)"),
             (has_bias, "it takes layers with biases"),
             (optimizer == "sgd", "it runs plain SGD (--optimizer=sgd)"),
@@ -71,10 +71,11 @@ def step_kernels_misfit(model, n_layers: int, optimizer: str, batch_size: int, n
 
 
 def _step_kernel_epoch(params, images, labels, order, lr, *, batch_size: int, precision: str):
-  """One member's epoch through ``pallas_kernels.population_step``: each step the head's
+  """One member's epoch through ``pallas_kernels.fused.population_step``: each step the head's
   update, then the hidden layer's update fused with the next batch's forward. Same metrics
   as ``train._epoch``."""
-  from pallas_kernels import common, population_step as ps
+  from pallas_kernels import common
+  from pallas_kernels.fused import population_step as ps
   train.check_inputs(params, images, labels, models.MLP, names=("images", "labels"))
   images = images.reshape(images.shape[0], -1)  # (n, 28, 28) images as rows of pixels.
   steps = order.shape[0] // batch_size

@@ -20,7 +20,8 @@ import numpy as np
 import optax
 from jax import lax
 
-from jaxshallow import fused_epoch, fused_step, models
+from jaxshallow.fused import epoch as fused_epoch, step as fused_step
+from jaxshallow import models
 from jaxshallow import ops as ops_lib
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -127,7 +128,7 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
            precision: str = "float32", model=models.MLP, blocks=None, unroll: int = 1,
            fusion: str = "ops"):
   """One epoch over ``images[order]`` (resident on the device) as a single ``lax.scan``, or,
-  with ``impl="pallas", fusion="epoch"``, as one Pallas kernel (``pallas_kernels.mlp_epoch``),
+  with ``impl="pallas", fusion="epoch"``, as one Pallas kernel (``pallas_kernels.fused.mlp_epoch``),
   or with ``fusion="step"`` (the CNN) as a loop over steps of Pallas kernels alone
   (``fused_step``).
 

@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pallas_kernels import common, dense
+from pallas_kernels import common
+from pallas_kernels.ops import dense
 
 CANDIDATES = [(16, 16, 16), (16, 16, 64), (16, 16, 128), (32, 32, 32), (32, 32, 64),
               (64, 64, 32), (64, 64, 64), (32, 128, 32), (128, 64, 32), (128, 128, 32),

@@ -1,4 +1,4 @@
-"""experiments.bench --quick on the CPU: the tables' structure, and every number finite and > 0."""
+"""benchmarks.bench --quick on the CPU: the tables' structure, and every number finite and > 0."""
 
 import csv
 import json
@@ -30,7 +30,7 @@ def numbers_in_table(md: str, title: str):
 def test_bench_quick(real_data_dir, tmp_path):
   out = tmp_path / "bench"
   env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-  p = subprocess.run([sys.executable, "-m", "experiments.bench", "--quick", f"--out_dir={out}"],
+  p = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--quick", f"--out_dir={out}"],
                      cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
   md = (out / "RESULTS.md").read_text()
@@ -62,7 +62,7 @@ def test_bench_without_torch(real_data_dir, tmp_path):
   env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
   code = ("import sys, runpy; sys.modules['torch'] = None; "  # import torch now fails
           f"sys.argv = ['bench', '--quick', '--workloads=logreg', '--out_dir={out}']; "
-          "runpy.run_module('experiments.bench', run_name='__main__')")
+          "runpy.run_module('benchmarks.bench', run_name='__main__')")
   p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                      text=True, timeout=600)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -75,8 +75,8 @@ def test_bench_without_torch(real_data_dir, tmp_path):
 
 def test_bench_marks_a_diverged_run(real_data_dir):
   """A configuration whose loss becomes NaN is a row that says "diverged", never an accuracy."""
-  from experiments import bench
-  from jaxshallow import config
+  from benchmarks import bench
+  from jaxshallow.run import config
   cfg = config.resolve(config.Config(model="mlp", lr=1e6, epochs=2,
                                      train_limit=640, test_limit=100,
                                      data_dir=str(real_data_dir)))
@@ -89,7 +89,7 @@ def test_bench_marks_a_diverged_run(real_data_dir):
 
 def test_rows_know_their_precision():
   """Speedups pair each row with the PyTorch peer at its precision, read from the variant."""
-  from experiments import bench
+  from benchmarks import bench
   rows = {"reference": "float32", "tf32": "tf32", "batch 1024": "float32",
           "batch 1024, tf32": "tf32", "batch 8192, bfloat16": "bfloat16",
           "loss synced every 5 epochs": "float32"}
@@ -100,7 +100,7 @@ def test_rows_know_their_precision():
 def test_technique_names_pick_switches(tmp_path):
   """--technique_names keeps only the switches named; a name that is not one fails in one line."""
   from absl import flags
-  from experiments import bench
+  from benchmarks import bench
   flags.FLAGS(["bench", "--workloads=mlp", "--impls=xla,pallas", "--batch_sizes=",
                "--block_sweep=", "--technique_names=tf32,bfloat16"])
   try:
@@ -110,7 +110,7 @@ def test_technique_names_pick_switches(tmp_path):
   finally:
     flags.FLAGS.unparse_flags()
   env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-  p = subprocess.run([sys.executable, "-m", "experiments.bench", "--quick", "--workloads=mlp",
+  p = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--quick", "--workloads=mlp",
                       "--technique_names=tf33", f"--out_dir={tmp_path}"],
                      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
   assert p.returncode != 0

@@ -217,7 +217,7 @@ def test_sweep_scores_on_a_holdout_of_the_training_set(real_data_dir):
   scores = [float(v) for r in rows for v in r[2:4]]
   assert all(0.5 < s <= 1.0 for s in scores), lines  # 1,000 images, one epoch: above chance.
   # A member scores as the single run with its seed and lr.
-  from jaxshallow import config, runner
+  from jaxshallow.run import config, runner
   single = runner.run(config.Config(model="logreg", epochs=1, train_limit=1200, holdout=200,
                                     lr=0.3, seed=1, data_dir=str(real_data_dir)),
                       log=lambda s: None)
@@ -225,7 +225,7 @@ def test_sweep_scores_on_a_holdout_of_the_training_set(real_data_dir):
 
 
 def test_holdout_scores_on_training_images_not_the_test_set(real_data_dir):
-  from jaxshallow import config, runner
+  from jaxshallow.run import config, runner
   cfg = config.Config(model="logreg", epochs=1, train_limit=1200, holdout=200,
                       data_dir=str(real_data_dir))
   r = runner.run(cfg, log=lambda s: None)
@@ -238,7 +238,7 @@ def test_holdout_scores_on_training_images_not_the_test_set(real_data_dir):
                     reason="on a GPU the script measures instead")
 @pytest.mark.parametrize("script", ["cluster_exchange", "cluster_regression", "warpgroup_costs"])
 def test_cluster_scripts_without_a_hopper_gpu_are_one_line(script):
-  p = run_cli(script=f"experiments.{script}")
+  p = run_cli(script=f"probes.{script}")
   assert p.returncode != 0 and "Traceback" not in p.stderr
   lines = [l for l in p.stderr.splitlines() if l.strip()]
   assert len(lines) == 1 and "needs an NVIDIA Hopper" in lines[0], p.stderr
@@ -248,7 +248,7 @@ def test_cluster_regression_reference_matches_xla_in_float64():
   """The float64 trajectory the GPU kernel is checked against is the project's own training."""
   import jax
   import numpy as np
-  from experiments import cluster_regression
+  from probes import cluster_regression
   from jaxshallow import models, train
   w0, w1, xs, ys = cluster_regression.problem(64, 0, 3)
   want_w0, want_w1, want_losses = cluster_regression.reference(w0, w1, xs, ys, 0.002)
@@ -293,7 +293,7 @@ class _Recorder:
 ])
 def test_timed_epochs_dispatches_ahead_only_with_overlap(overlap, sync_every, want):
   """With overlap the host keeps two groups dispatched beyond the one it waits for."""
-  from jaxshallow import runner
+  from jaxshallow.run import runner
   assert runner.AHEAD == 2
   trainer = _Recorder([3.0, 2.0, 1.0, 0.5])
   times, losses = runner.timed_epochs(trainer, 4, sync_every, overlap)
@@ -302,7 +302,7 @@ def test_timed_epochs_dispatches_ahead_only_with_overlap(overlap, sync_every, wa
 
 def test_timed_epochs_stops_at_a_diverged_group():
   """The losses end at the first non-finite one; with overlap the next epochs had started."""
-  from jaxshallow import runner
+  from jaxshallow.run import runner
   trainer = _Recorder([3.0, float("nan"), 1.0, 0.5, 0.25])
   _, losses = runner.timed_epochs(trainer, 5, 1, True)
   assert losses[0] == 3.0 and np.isnan(losses[1]) and len(losses) == 2
@@ -312,7 +312,7 @@ def test_timed_epochs_stops_at_a_diverged_group():
 def test_timed_epochs_never_overlaps_a_synchronous_trainer():
   """A trainer that runs the epoch inside start_epoch (NumPy) would otherwise have each epoch
   timed with the next one's work."""
-  from jaxshallow import runner
+  from jaxshallow.run import runner
   trainer = _Recorder([3.0, 2.0], asynchronous=False)
   runner.timed_epochs(trainer, 2, 1, True)
   assert trainer.events == ["start 0", "read 0", "start 1", "read 1"]

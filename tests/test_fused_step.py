@@ -1,13 +1,14 @@
 """The CNN's step of Pallas kernels alone (``fusion="step"``) and its update kernel,
-``pallas_kernels.sgd_parts``, against float64 references (interpret mode on the CPU)."""
+``pallas_kernels.fused.sgd_parts``, against float64 references (interpret mode on the CPU)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow import cnn, config, models, train
-from pallas_kernels import conv_batch, sgd_parts
+from jaxshallow import cnn, models, train
+from jaxshallow.run import config
+from pallas_kernels.fused import conv_batch, sgd_parts
 
 
 @pytest.mark.parametrize("n,side,cin,cout,batch,block_p", [(30, 10, 1, 16, 4, 16),
@@ -127,7 +128,7 @@ def test_head_spreads_the_pools_gradient_float64(n, side, c, split):
   """The output layer's input gradient spread to the pool's input by the head kernel itself,
   against the head's dh spread by the pool's backward kernel: one and several row blocks, the
   one-launch and the split form, a pool that chose nothing (-1) in places."""
-  from pallas_kernels import dense_xent, max_pool
+  from pallas_kernels.ops import dense_xent, max_pool
   rng = np.random.default_rng()
   k = (side // 2) ** 2 * c
   with jax.enable_x64(True):
@@ -153,7 +154,7 @@ def test_conv_pool_writes_the_heads_partial_logits_float64(n, side, cin, cout, c
   """The fused convolution's partial logits of the next dense layer add up to the pooled map's
   float64 product with its weights (pooled counts that are and are not multiples of the block,
   odd channels and classes), and the head's gradient kernel takes them in place of its own."""
-  from pallas_kernels import conv_pool, dense_xent
+  from pallas_kernels.ops import conv_pool, dense_xent
   rng = np.random.default_rng()
   with jax.enable_x64(True):
     x = jnp.asarray(rng.normal(size=(n, side, side, cin)))

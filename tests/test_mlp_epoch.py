@@ -1,4 +1,4 @@
-"""The whole-epoch kernel (pallas_kernels.mlp_epoch) in its per-phase form, interpreted on the
+"""The whole-epoch kernel (pallas_kernels.fused.mlp_epoch) in its per-phase form, interpreted on the
 CPU, against train_step through XLA: float64 trajectories to 1e-10, float32 losses to 1e-5.
 On a GPU, experiments.check_kernels checks the one-launch form and its grid barrier."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxshallow import init_mlp, make_optimizer, models, train
-from pallas_kernels import mlp_epoch
+from pallas_kernels.fused import mlp_epoch
 
 
 def xla_steps(params, x, y, order, tx, batch, steps, model):
@@ -102,7 +102,7 @@ def test_fusion_epoch_refuses_what_it_cannot_train():
 def test_default_fusion_is_the_faster_one(caplog):
   """--impl=pallas without --fusion: the epoch kernel where it measured faster, the op kernels
   with a one-line notice where they did (the MLP at batch 256), the same on every machine."""
-  from jaxshallow import config
+  from jaxshallow.run import config
   pick = lambda **kw: config.resolve(config.Config(impl="pallas", **kw)).fusion
   assert pick(model="mlp") == "epoch"
   assert pick(model="logreg") == "epoch"

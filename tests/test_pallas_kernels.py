@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pallas_kernels import dense as dense_lib
-from pallas_kernels import softmax_xent
+from pallas_kernels.ops import dense as dense_lib
+from pallas_kernels.ops import softmax_xent
 
 TOL = 1e-5  # float32 against float64, relative Frobenius norm.
 SHAPES = [(1, 784, 256), (37, 100, 10), (64, 784, 256), (64, 33, 1000), (1000, 100, 10),
@@ -162,7 +162,7 @@ def test_dense_large_batch_path(monkeypatch):
 @pytest.mark.parametrize("precision", ["tf32", "float32"])
 @pytest.mark.parametrize("relu,bias", [(True, True), (False, False)])
 def test_dense_hopper_path(monkeypatch, relu, bias, precision):
-  """The tf32 large-batch path of Hopper GPUs (hopper_dense: W and g transposed for the
+  """The tf32 large-batch path of Hopper GPUs (dense_mgpu: W and g transposed for the
   kernel, dW's partial sums over uneven runs of the batch, db in runs) through the custom_vjp,
   with the kernel's jnp twin in its place (the CPU has no Mosaic GPU interpreter for it): odd
   shapes, the threshold lowered for the test."""
@@ -234,7 +234,7 @@ def test_softmax_xent_huge_logits():
 # Convolution, max-pool and MSE -----------------------------------------------------------------
 
 from jaxshallow import ops  # noqa: E402
-from pallas_kernels import conv, conv_pool, conv_stack, max_pool, mse  # noqa: E402
+from pallas_kernels.ops import conv, conv_pool, conv_stack, max_pool, mse  # noqa: E402
 
 SMALL_BLOCKS = (("block_p", 32), ("splits", 4), ("dw_taps", 2))  # dw: runs of 2, 2, 2, 2, 1 taps.
 WIDE = (("wide", True),)
@@ -277,7 +277,7 @@ def test_conv_batch64_mnist_shape():
 def test_relu_gradient_at_zero_is_zero_in_every_impl():
   """Blank 3x3 patches with zero biases give pre-activations of exactly 0, common on MNIST's
   background. Each impl must take the same subgradient there (0), or they train different nets."""
-  from jaxshallow import numpy_cnn
+  from jaxshallow.reference import numpy_cnn
   rng = np.random.default_rng()
   x = np.zeros((2, 6, 6, 1), np.float32)
   x[0, 3:, 3:, 0] = rng.random((3, 3))  # Some patches blank, some not.
@@ -416,7 +416,7 @@ def test_mse_and_grad(n):
 
 # The fused output layer -------------------------------------------------------------------------
 
-from pallas_kernels import dense_xent  # noqa: E402
+from pallas_kernels.ops import dense_xent  # noqa: E402
 
 
 @pytest.mark.parametrize("blocks", [None, (("block_m", 16), ("block_k", 16)),

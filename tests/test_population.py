@@ -136,7 +136,8 @@ def test_data_parallel_float64_matches_one_device():
   code = """
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
-from jaxshallow import data_parallel as dp, mlp, train
+from jaxshallow import mlp, train
+from jaxshallow.devices import data_parallel as dp
 rng = np.random.default_rng()
 x, y = rng.random((300, 20)), rng.integers(0, 10, 300).astype(np.int32)
 p = mlp.init_mlp(jax.random.key(0), (20, 16, 10), dtype=jnp.float64)

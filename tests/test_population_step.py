@@ -1,4 +1,4 @@
-"""The population step kernels (pallas_kernels.population_step) against their plain-jnp twin in
+"""The population step kernels (pallas_kernels.fused.population_step) against their plain-jnp twin in
 float64, and how a population picks them."""
 
 import logging
@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow import config, mlp, population as pop, population_run
-from pallas_kernels import population_step as ps
+from jaxshallow.run import config, population_run
+from jaxshallow import mlp, population as pop
+from pallas_kernels.fused import population_step as ps
 
 
 def _draw(rng, b, k, n, c, uint8):

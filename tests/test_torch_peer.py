@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the PyTorch peer needs torch (pip install -e '.[torch]')")
 
-from experiments import torch_peer  # noqa: E402
-from jaxshallow import config, runner, trainers  # noqa: E402
+from benchmarks import torch_peer  # noqa: E402
+from jaxshallow.run import config, runner, trainers  # noqa: E402
 
 
 def _epoch_losses(cfg, mode):

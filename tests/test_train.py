@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import jaxshallow
-from jaxshallow import numpy_ref, train
+from jaxshallow.reference import numpy_mlp
+from jaxshallow import train
 
 
 def synthetic(n, rng):
@@ -52,13 +53,13 @@ def test_epoch_matches_numpy_and_drops_partial_batch():
   images, labels = synthetic(n, rng)
   tx = train.make_optimizer("sgd", 0.1)
   params = jaxshallow.init_mlp(jax.random.key(2), (784, 32, 10))
-  np_params = numpy_ref.cast(params, np.float32)
+  np_params = numpy_mlp.cast(params, np.float32)
   order = train.epoch_order(0, 0, n)
   jp, _, metrics = train.train_epoch(params, tx.init(params), jnp.asarray(images),
                                      jnp.asarray(labels), jnp.asarray(order), tx=tx,
                                      batch_size=bs)
-  init, update = numpy_ref.make_optimizer("sgd", np.float32(0.1))
-  npp, _, np_loss = numpy_ref.train_epoch(np_params, init(np_params), images, labels, order,
+  init, update = numpy_mlp.make_optimizer("sgd", np.float32(0.1))
+  npp, _, np_loss = numpy_mlp.train_epoch(np_params, init(np_params), images, labels, order,
                                           update=update, batch_size=bs)
   assert abs(float(metrics["loss"]) / np_loss - 1) < 1e-5
   for a, b in zip(jp, npp):
@@ -82,7 +83,7 @@ def test_evaluate_matches_numpy():
   images, labels = synthetic(500, rng)
   params = jaxshallow.init_mlp(jax.random.key(3), (784, 32, 10))
   got = train.evaluate(params, jnp.asarray(images), jnp.asarray(labels), batch_size=128)
-  ref = numpy_ref.evaluate(numpy_ref.cast(params, np.float64), images, labels, np.float64)
+  ref = numpy_mlp.evaluate(numpy_mlp.cast(params, np.float64), images, labels, np.float64)
   assert abs(got["loss"] / ref["loss"] - 1) < 1e-5
   assert abs(got["accuracy"] - ref["accuracy"]) <= 1 / 500
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import triton_kernels
-from jaxshallow import config, mlp, ops, train
+from jaxshallow.run import config
+from jaxshallow import mlp, ops, train
 
 WHY = triton_kernels.unavailable()
 gpu = pytest.mark.skipif(WHY is not None, reason=f"the Triton kernels need {WHY}")
@@ -116,15 +117,15 @@ def test_importing_jax_triton_keeps_triton_cache_dir(before, tmp_path, monkeypat
 @pytest.mark.skipif(WHY is None, reason="the Triton kernels can run here")
 def test_kernel_times_refuses_with_one_line_where_it_cannot_run():
   root = pathlib.Path(__file__).resolve().parents[1]
-  p = subprocess.run([sys.executable, "-m", "experiments.kernel_times"], cwd=root,
+  p = subprocess.run([sys.executable, "-m", "benchmarks.kernel_times"], cwd=root,
                      env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
                      timeout=300)
   assert p.returncode != 0
-  assert p.stderr.strip() == f"experiments.kernel_times needs {WHY}"
+  assert p.stderr.strip() == f"benchmarks.kernel_times needs {WHY}"
 
 
 def test_kernel_times_counts_code_lines():
-  from experiments import kernel_times
+  from benchmarks import kernel_times
 
   def f(x):
     """Two lines
@@ -158,7 +159,7 @@ def test_typed_ffi_lowering_hands_the_call_description_over_as_opaque(monkeypatc
 
 @pytest.mark.parametrize("text", ["16,16", "a,b,c", "8,16,16", "24,16,16", "auto"])
 def test_kernel_times_refuses_bad_blocks_in_one_line(text):
-  from experiments import kernel_times
+  from benchmarks import kernel_times
   with pytest.raises(SystemExit, match="--triton_blocks takes three sizes of 16 or more"):
     kernel_times.parse_blocks(text)
   assert kernel_times.parse_blocks("16,16,128") == [16, 16, 128]

@@ -1,6 +1,6 @@
 """The MLP family's op kernels in raw Triton, called from JAX through jax-triton
-(``jax_triton.triton_call``): the twins of ``pallas_kernels.dense`` and
-``pallas_kernels.softmax_xent``, kernel for kernel, for ``impl="triton"``.
+(``jax_triton.triton_call``): the twins of ``pallas_kernels.ops.dense`` and
+``pallas_kernels.ops.softmax_xent``, kernel for kernel, for ``impl="triton"``.
 
 Read each module beside its Pallas twin: the tiles, masks and loops are the same; what differs
 is that Triton takes raw pointers and index arithmetic where Pallas takes refs and block specs,

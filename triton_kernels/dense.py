@@ -1,5 +1,5 @@
 """Fused dense layer in Triton: ``y = act(x @ w + b)``, ``act`` ReLU or identity; the twin of
-``pallas_kernels.dense`` (its small-batch path: one set of tiles, no splits, W as (K, N)).
+``pallas_kernels.ops.dense`` (its small-batch path: one set of tiles, no splits, W as (K, N)).
 
 Forward: each program owns a (BLOCK_M, BLOCK_N) tile of y, loops over K, adds the bias and
 applies ReLU in registers before the one store. Backward, with ``g = dy * [y > 0]`` formed

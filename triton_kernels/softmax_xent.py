@@ -1,5 +1,5 @@
 """Softmax cross-entropy in Triton: the mean over the batch of ``logsumexp(z) - z[label]``; the
-twin of ``pallas_kernels.softmax_xent``.
+twin of ``pallas_kernels.ops.softmax_xent``.
 
 Forward: each program takes BLOCK_M whole rows (the classes padded to a power of two, masked
 with -inf) and writes per row the loss, ``log sum exp(z - max z)`` (kept for the backward) and
@@ -22,7 +22,7 @@ from triton.language.extra import libdevice
 import jax_triton as jt
 
 from pallas_kernels.common import fixed_order_mean
-from pallas_kernels.softmax_xent import softmax_cross_entropy_reference  # noqa: F401 (the twin)
+from pallas_kernels.ops.softmax_xent import softmax_cross_entropy_reference  # noqa: F401 (the twin)
 
 BLOCK_M = 64
 NUM_WARPS = 4

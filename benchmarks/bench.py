@@ -1,0 +1,453 @@
+"""Every workload x implementation x technique, side by side in one process.
+
+  python -m benchmarks.bench                       # the whole suite; writes docs/RESULTS.md
+  python -m benchmarks.bench --quick --out_dir=/tmp/bench   # a tiny run (the CPU test)
+
+Each configuration is compiled ahead of time (reported as compile time), warmed up for an epoch,
+reset to the same initial weights, then trained ``repeats`` times; the table shows the median
+run, timed on the host from each epoch's loss on the host to the next's, with the next two
+epochs dispatched before the host waits (``--overlap``, the default; the technique rows "host
+waits for each epoch" do not). Speedups compare samples per second with the NumPy CPU baseline and
+with the PyTorch CUDA-graph peer of the same workload, batch size and precision. Slow
+configurations run fewer epochs, or fewer examples: the table says how many, and rates (steps/s,
+samples/s) are what compare. The MLP's batch-size rows run at each of ``--batch_precisions``
+(variant "batch 1024, tf32").
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+
+import numpy as np
+from absl import app, flags, logging
+
+from benchmarks import torch_peer
+from jaxshallow.run import config, runner, trainers
+from jaxshallow import data
+
+_WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression"],
+                               "Workloads: mlp, cnn, logreg, regression.")
+_IMPLS = flags.DEFINE_list("impls", ["numpy", "xla", "pallas", "triton", "torch"],
+                           "Implementations; triton runs the MLP family only (GPU, jax-triton); "
+                           "torch runs the PyTorch peers of --torch_modes.")
+_TORCH_MODES = flags.DEFINE_list(
+    "torch_modes", list(torch_peer.MODES),
+    f"The PyTorch peers' modes ({', '.join(torch_peer.MODES)}): eager, a CUDA graph of the "
+    "step, torch.compile (default mode and max-autotune).")
+_TECHNIQUES = flags.DEFINE_bool("techniques", True, "Measure the technique switches on the MLP.")
+_TECHNIQUE_NAMES = flags.DEFINE_list(
+    "technique_names", [], "Only these technique switches (e.g. tf32,bfloat16); all if empty.")
+_BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["256", "1024", "8192"],
+                                 "Further MLP batch sizes (64 is the reference).")
+_CNN_PRECISIONS = flags.DEFINE_list(
+    "cnn_precisions", ["tf32", "bfloat16"],
+    "Further precisions of the CNN's rows, peers alike (float32 is the reference; none: skip).")
+_BATCH_PRECISIONS = flags.DEFINE_list(
+    "batch_precisions", ["float32", "tf32", "bfloat16"],
+    "Precisions of the MLP batch-size rows (batch 64 has its own in the techniques).")
+_BLOCK_SWEEP = flags.DEFINE_list("block_sweep", ["16,16,16", "16,16,64", "16,16,128",
+                                                 "32,32,32", "64,64,32", "128,128,32", "auto"],
+                                 "Pallas dense block sizes to time on the MLP (BM,BN,BK or auto).")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per fast configuration (median).")
+_NUMPY_EPOCHS = flags.DEFINE_integer("numpy_epochs", 1, "Epochs of the NumPy baseline (slow).")
+_NUMPY_CNN_LIMIT = flags.DEFINE_integer("numpy_cnn_train_limit", 6400,
+                                        "Training images of the NumPy CNN baseline.")
+_QUICK = flags.DEFINE_bool("quick", False, "Tiny configurations: a structural check on a CPU.")
+_OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where RESULTS.md, JSON, CSV and plots go.")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "Folder with the MNIST files.")
+_PLOTS = flags.DEFINE_bool("plots", True, "Draw PNG plots (needs matplotlib, the plots extra).")
+
+BASE = {  # The reference configuration of each workload (WORKLOADS.md).
+    "mlp": config.Config(model="mlp"),
+    "cnn": config.Config(model="cnn"),
+    "logreg": config.Config(model="logreg"),
+    "regression": config.Config(model="regression", dataset="large"),
+}
+QUICK = {
+    "mlp": dict(train_limit=640, test_limit=200, epochs=2, hidden=(32,)),
+    "cnn": dict(train_limit=128, test_limit=100, epochs=1),
+    "logreg": dict(train_limit=640, test_limit=200, epochs=2),
+    "regression": dict(dataset="small", epochs=2, hidden=(32,)),
+}
+TECHNIQUES = [  # (variant name, Config overrides, whether it is slow)
+    ("loop dispatch", dict(dispatch="loop"), True),
+    ("loop + loss synced every step", dict(dispatch="loop", sync="step"), True),
+    ("loss synced every 5 epochs", dict(sync_every=5), False),
+    ("host waits for each epoch", dict(overlap=False), False),
+    ("streamed from host, prefetched", dict(dispatch="loop", placement="streamed"), True),
+    ("no donation", dict(donate=False), False),
+    ("scan unrolled x4", dict(unroll=4), False),
+    ("tf32", dict(precision="tf32"), False),
+    ("bfloat16", dict(precision="bfloat16"), False),
+]
+COLUMNS = ["group", "workload", "impl", "variant", "fusion", "optimizer", "lr", "batch_size",
+           "epochs", "n_train", "repeats", "train_time_s", "epoch_time_s", "steps_per_s",
+           "samples_per_s", "compile_time_s", "device_memory_mb", "diverged", "test_accuracy",
+           "final_mse", "x_numpy", "x_torch_graph"]
+
+
+@dataclasses.dataclass
+class Case:
+  group: str  # workloads | techniques | batch | blocks
+  workload: str
+  impl: str  # numpy | xla | pallas | torch-eager | torch-graph | torch-compile | ...
+  variant: str
+  cfg: config.Config
+  repeats: int
+
+
+def build_cases(impls: list[str]) -> list[Case]:
+  quick = _QUICK.value
+  repeats = 1 if quick else _REPEATS.value
+
+  def cfg(workload, impl, **over):
+    c = dataclasses.replace(BASE[workload], data_dir=_DATA_DIR.value,
+                            **(QUICK[workload] if quick else {}))
+    if impl == "numpy" and not quick:
+      over.setdefault("epochs", min(_NUMPY_EPOCHS.value, 100) if workload != "regression"
+                      else None)
+      if workload == "cnn":
+        over.setdefault("train_limit", _NUMPY_CNN_LIMIT.value)
+    # The torch peer reads only the model settings; "xla" stands in for the impl field.
+    return config.resolve(dataclasses.replace(c, impl="xla" if "torch" in impl else impl,
+                                              **over))
+
+  peers = [f"torch-{m}" for m in _TORCH_MODES.value] if "torch" in impls else []
+  fast_peers = [p for p in peers if p != "torch-eager"]
+  cases = []
+  for w in _WORKLOADS.value:
+    jax_impls_w = [i for i in impls if i != "torch" and (i != "triton" or w != "cnn")]
+    for impl in jax_impls_w + (peers if w != "regression" else []):
+      slow = impl in ("numpy", "torch-eager")
+      cases.append(Case("workloads", w, impl, "reference", cfg(w, impl), 1 if slow else repeats))
+      if impl == "pallas" and cases[-1].cfg.fusion in ("epoch", "step"):  # Op kernels, optax.
+        cases.append(Case("workloads", w, impl, "op kernels (--fusion=ops)",
+                          cfg(w, impl, fusion="ops"), repeats))
+    if w == "cnn" and not quick:  # The CNN at the tensor-core precisions, peers alike.
+      for precision in _CNN_PRECISIONS.value:
+        for impl in [i for i in impls if i in ("xla", "pallas")] + fast_peers:
+          cases.append(Case("workloads", w, impl, precision, cfg(w, impl, precision=precision),
+                            repeats))
+  if "mlp" in _WORKLOADS.value:
+    jax_impls = [i for i in ("xla", "pallas", "triton") if i in impls]
+    if _TECHNIQUES.value:
+      known = [name for name, _, _ in TECHNIQUES]
+      if unknown := [n for n in _TECHNIQUE_NAMES.value if n not in known]:
+        raise ValueError(f"unknown --technique_names {', '.join(unknown)}; "
+                         f"the techniques are: {'; '.join(known)}")
+      for impl in [i for i in jax_impls if i != "triton"]:  # the techniques: xla and pallas
+        for name, over, slow in TECHNIQUES:
+          if _TECHNIQUE_NAMES.value and name not in _TECHNIQUE_NAMES.value:
+            continue
+          cases.append(Case("techniques", "mlp", impl, name, cfg("mlp", impl, **over),
+                            1 if slow else repeats))
+    sizes = [int(b) for b in _BATCH_SIZES.value] if not quick else [128]
+    precisions = _BATCH_PRECISIONS.value if not quick else ["float32"]
+    for precision in precisions:
+      name = "" if precision == "float32" else f", {precision}"
+      for bs in sizes:
+        for impl in jax_impls + fast_peers:
+          cases.append(Case("batch", "mlp", impl, f"batch {bs}{name}",
+                            cfg("mlp", impl, batch_size=bs, precision=precision), repeats))
+    if "pallas" in impls:
+      for blocks in (_BLOCK_SWEEP.value if not quick else ["16,16,16", "auto"]):
+        cases.append(Case("blocks", "mlp", "pallas", f"blocks {blocks}",
+                          cfg("mlp", "pallas", blocks=blocks), repeats))
+  return cases
+
+
+_DATA: dict = {}
+
+
+def make_trainer(case: Case, ds, params):
+  if case.impl.startswith("torch"):
+    return torch_peer.TorchTrainer(case.cfg, ds, params, mode=case.impl.split("-", 1)[1])
+  return trainers.make_trainer(case.cfg, ds, params)
+
+
+def measure(case: Case) -> dict:
+  import jax
+  cfg = case.cfg
+  key = (cfg.model, cfg.dataset, cfg.train_limit, cfg.test_limit, cfg.seed)
+  if key not in _DATA:
+    _DATA[key] = runner.load_data(cfg)
+  ds = _DATA[key]
+  init = jax.tree.map(np.asarray, trainers.init_params(cfg, ds))  # Host copies: reusable.
+  trainer = make_trainer(case, ds, init)
+  compile_s = trainer.compile()
+  if case.impl != "numpy":  # Warm up, then start again from the same weights.
+    trainer.run_epoch(0)
+    trainer.set_params(init)
+  runs = []
+  for r in range(case.repeats):
+    if r:
+      trainer.set_params(init)
+    times, losses = runner.timed_epochs(trainer, cfg.epochs, cfg.sync_every, cfg.overlap)
+    runs.append((sum(times), times, losses))
+  total, times, losses = sorted(runs, key=lambda run: run[0])[len(runs) // 2]
+  epochs = len(times)  # Fewer than cfg.epochs if the run diverged.
+  steps = epochs * (len(ds.train_labels) // cfg.batch_size)
+  mem = trainer.memory_bytes()
+  result = dict(
+      group=case.group, workload=case.workload, impl=case.impl, variant=case.variant,
+      fusion=cfg.fusion,  # None but for pallas.
+      optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs,
+      n_train=len(ds.train_labels),
+      repeats=case.repeats, train_time_s=total, epoch_time_s=total / epochs,
+      steps_per_s=steps / total, samples_per_s=steps * cfg.batch_size / total,
+      compile_time_s=compile_s or None, tune_time_s=getattr(trainer, "tune_time_s", None) or None,
+      device_memory_mb=mem / 2**20 if mem else None, epoch_times=times, epoch_losses=losses,
+      diverged=not all(np.isfinite(losses)))
+  if result["diverged"]:  # No accuracy for a diverged network: the row says so instead.
+    return result
+  if cfg.model == "regression":
+    result["final_mse"] = trainer.evaluate("train")["loss"]
+  else:
+    result["test_accuracy"] = trainer.evaluate("test")["accuracy"]
+  return result
+
+
+def optimizer_name(cfg: config.Config) -> str:
+  return f"momentum {cfg.momentum:g}" if cfg.optimizer == "momentum" else cfg.optimizer
+
+
+def training_line(results: list[dict]) -> str:
+  """How each workload's reference configuration trains, from its first row."""
+  first = {}
+  for r in results:
+    if r["group"] == "workloads" and r["impl"] != "numpy":  # numpy may run fewer epochs.
+      first.setdefault(r["workload"], r)
+  return "Training: " + "; ".join(
+      f"{w} {r['optimizer']}, lr {r['lr']:g}, batch {r['batch_size']}, {r['epochs']} epochs"
+      for w, r in first.items()) + "."
+
+
+def _precision(r) -> str:
+  """The precision a row ran at, from its variant: "tf32", "batch 1024, tf32", ..."""
+  last = r["variant"].split(", ")[-1]
+  return last if last in ("tf32", "bfloat16") else "float32"
+
+
+def add_speedups(results: list[dict]) -> None:
+  """Samples/s over the NumPy reference of the same workload, and over the torch CUDA-graph peer
+  of the same workload, batch size and precision (none where no such peer ran)."""
+  peer = {(r["workload"], r["batch_size"], _precision(r)): r for r in results
+          if r["impl"] == "torch-graph"}
+  numpy = {r["workload"]: r for r in results if r["impl"] == "numpy"}
+  for r in results:
+    numpy_mlp = numpy.get(r["workload"])
+    torch_ref = peer.get((r["workload"], r["batch_size"], _precision(r)))
+    r["x_numpy"] = r["samples_per_s"] / numpy_mlp["samples_per_s"] if numpy_mlp else None
+    r["x_torch_graph"] = r["samples_per_s"] / torch_ref["samples_per_s"] if torch_ref else None
+
+
+def fmt(v, digits=3):
+  if v is None:
+    return "–"
+  if isinstance(v, float):
+    if v >= 1000:
+      return f"{v:,.0f}"
+    return f"{v:.{digits}g}" if abs(v) < 100 else f"{v:.1f}"
+  return str(v)
+
+
+def table(results: list[dict], group: str) -> str:
+  cols = ["workload", "impl", "variant", "batch_size", "epochs", "n_train", "train_time_s",
+          "epoch_time_s", "samples_per_s", "compile_time_s", "device_memory_mb",
+          "test_accuracy", "final_mse", "x_numpy", "x_torch_graph"]
+  heads = ["workload", "impl", "variant", "batch", "epochs", "examples", "train s", "s/epoch",
+           "samples/s", "compile s", "memory MB", "accuracy", "final MSE", "× numpy",
+           "× torch graph"]
+  rows = [r for r in results if r["group"] == group]
+  lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+  for r in rows:
+    cells = ["diverged" if r.get("diverged") and c in ("test_accuracy", "final_mse")
+             else fmt(r.get(c)) for c in cols]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def meta() -> dict:
+  import jax
+  import jaxlib
+  d = jax.devices()[0]
+  info = {"date": datetime.date.today().isoformat(), "device": f"{d.platform}: {d.device_kind}",
+          "jax": jax.__version__, "jaxlib": jaxlib.__version__, "numpy": np.__version__,
+          "python": platform.python_version(), "cpu": platform.processor() or platform.machine(),
+          "command": " ".join(["python -m benchmarks.bench", *sys.argv[1:]])}
+  try:
+    info["driver"] = subprocess.run(
+        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+        capture_output=True, text=True, timeout=30).stdout.strip() or None
+  except (OSError, subprocess.SubprocessError):
+    info["driver"] = None
+  for name in ("triton", "torch"):
+    try:
+      info[name] = __import__(name).__version__
+    except ImportError:
+      info[name] = None
+  return info
+
+
+def write_outputs(results, info, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
+  out_dir.mkdir(parents=True, exist_ok=True)
+  runner.write_json({"meta": info, "results": results}, out_dir / "results.json")
+  tmp = out_dir / ".results.csv.tmp"
+  with open(tmp, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(results)
+  os.replace(tmp, out_dir / "results.csv")
+  plots = draw_plots(results, out_dir, notes) if _PLOTS.value else []
+  versions = ", ".join(f"{k} {info[k]}" for k in ("jax", "jaxlib", "triton", "torch", "numpy")
+                       if info.get(k))
+  md = ["# Benchmark results\n",
+        f"Generated by `{info['command']}` on {info['date']}: {info['device']}"
+        f"{', driver ' + info['driver'] if info.get('driver') else ''}; CPU baseline on "
+        f"{info['cpu']}; {versions}; Python {info['python']}.\n",
+        " ".join(__doc__.split("\n\n")[2].split()) + "\n",  # The method paragraph.
+        "Memory: for jax, the compiled training function's arguments, outputs and temporaries "
+        "(less what is aliased); for torch, the peak allocated since the trainer was built.\n"]
+  titles = {"workloads": "Workloads (reference configurations)",
+            "techniques": "Techniques, on the MLP (each changes one thing)",
+            "batch": "MLP batch size", "blocks": "Pallas block sizes, on the MLP"}
+  for group, title in titles.items():
+    if any(r["group"] == group for r in results):
+      md += [f"## {title}\n"] + ([training_line(results) + "\n"] if group == "workloads" else [])
+      md += [table(results, group) + "\n"]
+  md += [f"![{p}]({p})\n" for p in plots]
+  md += [f"- {n}\n" for n in notes]
+  tmp = out_dir / ".RESULTS.md.tmp"
+  tmp.write_text("\n".join(md))
+  os.replace(tmp, out_dir / "RESULTS.md")
+  return plots
+
+
+def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
+  try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except ImportError:
+    notes.append("plots skipped: matplotlib is not installed (pip install -e '.[plots]')")
+    return []
+  ref = [r for r in results if r["group"] == "workloads" and r["workload"] == "mlp"]
+  files = []
+
+  def save(fig, name):
+    fig.tight_layout()
+    fig.savefig(out_dir / name, dpi=110)
+    plt.close(fig)
+    files.append(name)
+
+  fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+  for r in ref:
+    epochs = range(1, len(r["epoch_times"]) + 1)
+    a1.plot(epochs, np.cumsum(r["epoch_times"]), marker="o", label=r["impl"])
+    a2.plot(epochs, r["epoch_losses"], marker="o", label=r["impl"])
+  a1.set(xlabel="epoch", ylabel="cumulative training time (s)", yscale="log",
+         title="MLP: training time")
+  a2.set(xlabel="epoch", ylabel="mean training loss", yscale="log", title="MLP: loss")
+  a1.legend(), a2.legend()
+  save(fig, "mlp_time_and_loss.png")
+
+  rows = [r for r in results if r["group"] == "workloads" and r["impl"] != "numpy"]
+  if rows:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, title in ((axes[0], "x_numpy", "speedup over NumPy (CPU)"),
+                           (axes[1], "x_torch_graph", "speedup over PyTorch CUDA graph")):
+      shown = [r for r in rows if r.get(key)]
+      ax.bar(range(len(shown)), [r[key] for r in shown])
+      ax.set_xticks(range(len(shown)), [f"{r['workload']}\n{r['impl']}" for r in shown],
+                    fontsize=7, rotation=45)
+      ax.set(yscale="log", title=title, ylabel="× samples/s")
+      ax.axhline(1, color="gray", lw=0.8)
+    save(fig, "speedups.png")
+
+  batch = [r for r in results if r["workload"] == "mlp" and r["impl"] in
+           ("xla", "pallas", "torch-graph") and _precision(r) == "float32" and
+           (r["group"] == "batch" or (r["group"] == "workloads"))]
+  if batch:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for impl in ("xla", "pallas", "torch-graph"):
+      pts = sorted((r["batch_size"], r["epoch_time_s"]) for r in batch if r["impl"] == impl)
+      if pts:
+        ax.plot(*zip(*pts), marker="o", label=impl)
+    ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="time per epoch (s)",
+           title="MLP: time per epoch against batch size (float32)")
+    ax.legend()
+    save(fig, "mlp_batch_size.png")
+  return files
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  notes, impls = [], list(_IMPLS.value)
+  try:
+    if "torch" in impls and (why := torch_peer.available()):
+      print(f"notice: PyTorch peer skipped: {why}", file=sys.stderr)
+      notes.append(f"PyTorch peer skipped: {why}")
+      impls.remove("torch")
+    if "triton" in impls:
+      import triton_kernels
+      if why := triton_kernels.unavailable():
+        print(f"notice: the triton impl skipped: it needs {why}", file=sys.stderr)
+        notes.append(f"triton impl skipped: it needs {why}")
+        impls.remove("triton")
+    if bad := [m for m in _TORCH_MODES.value if m not in torch_peer.MODES]:
+      raise ValueError(f"unknown --torch_modes {', '.join(bad)}; the modes are "
+                       f"{', '.join(torch_peer.MODES)}")
+    if bad := [p for p in _CNN_PRECISIONS.value if p not in ("tf32", "bfloat16")]:
+      raise ValueError(f"unknown --cnn_precisions {', '.join(bad)}; they are tf32 and bfloat16")
+    cases = build_cases(impls)
+    out_dir = pathlib.Path(_OUT_DIR.value)
+    runner.check_writable(out_dir / "results.json")
+  except (config.ConfigError, data.DataError, ValueError) as e:
+    sys.exit(f"error: {e}")
+  import jax
+  if jax.default_backend() != "gpu":
+    notes.append(f"no GPU: jax ran on {jax.default_backend()}; Pallas kernels were interpreted")
+  results = []
+  for i, case in enumerate(cases, 1):
+    if case.impl in ("torch-graph", "torch-compile-max") and not _gpu_for_torch():
+      if not any(case.impl in n for n in notes):
+        notes.append(f"{case.impl} peer skipped: CUDA graphs need a GPU")
+      continue
+    try:
+      r = measure(case)
+    except (config.ConfigError, data.DataError) as e:
+      sys.exit(f"error: {e}")
+    results.append(r)
+    if r["diverged"]:
+      notes.append(f"{r['workload']} {r['impl']} {r['variant']}: diverged (loss "
+                   f"{r['epoch_losses'][-1]}) in epoch {len(r['epoch_losses'])}; no accuracy")
+    print(f"[{i}/{len(cases)}] {r['workload']:10s} {r['impl']:11s} {r['variant']:32s} "
+          f"{r['epoch_time_s']:9.4f} s/epoch  {r['samples_per_s']:12,.0f} samples/s", flush=True)
+  add_speedups(results)
+  write_outputs(results, meta(), out_dir, notes)
+  print(table(results, "workloads"))
+  print(f"wrote {out_dir / 'RESULTS.md'}, results.json, results.csv")
+  diverged = [r for r in results if r["diverged"]]
+  if diverged:
+    sys.exit(f"error: {len(diverged)} configuration(s) diverged (see the notes in RESULTS.md); "
+             f"try a smaller --lr")
+
+
+def _gpu_for_torch() -> bool:
+  try:
+    import torch
+    return torch.cuda.is_available()
+  except ImportError:
+    return False
+
+
+if __name__ == "__main__":
+  app.run(main)

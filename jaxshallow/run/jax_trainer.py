@@ -1,0 +1,154 @@
+"""The trainer of the xla and pallas impls: the model state on the device, one compiled epoch."""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxshallow import data as data_lib, models, train
+from jaxshallow.run.config import Config
+from jaxshallow.run.trainers import TrainerState, layer_sizes
+
+
+class JaxTrainer(TrainerState):
+  """xla and pallas. By default the data are resident on the device and an epoch is one
+  compiled ``lax.scan``; ``cfg.dispatch``, ``placement``, ``donate`` and ``sync`` switch to the
+  slower ways, so each technique can be measured on its own."""
+
+  def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
+    self.cfg, self.ds = cfg, ds
+    self.tx = train.make_optimizer(cfg.optimizer, cfg.lr, cfg.momentum)
+    self.mesh = _data_parallel_mesh(cfg) if cfg.data_parallel else None
+    self.set_params(params)
+    self.data = {"train": self._put((ds.train_images, ds.train_labels)),
+                 "test": self._put((ds.test_images, ds.test_labels))}
+    orders = [train.epoch_order(cfg.seed, e, len(ds.train_labels)) for e in range(cfg.epochs)]
+    steps, bs = len(ds.train_labels) // cfg.batch_size, cfg.batch_size
+    if cfg.dispatch == "scan":
+      self.orders = [self._put(o) for o in orders]
+    elif cfg.placement == "resident":  # Each step's indices on the device before timing.
+      self.orders = [[jax.device_put(o[s * bs:(s + 1) * bs]) for s in range(steps)]
+                     for o in orders]
+    else:
+      self.orders = [[o[s * bs:(s + 1) * bs] for s in range(steps)] for o in orders]
+    self.static = dict(impl=cfg.impl, precision=cfg.precision, model=models.BY_NAME[cfg.model],
+                       blocks=cfg.blocks)
+    self.fn, self.tune_time_s = None, 0.0
+
+  def _autotune(self):
+    """Tune the Pallas dense kernels for this model's shapes before the first trace."""
+    from pallas_kernels import autotune
+    t0 = time.perf_counter()
+    for m, k, n, relu in dense_shapes(self.cfg, self.ds):
+      autotune.tune_dense(m, k, n, relu, self.cfg.precision)
+    self.tune_time_s = time.perf_counter() - t0
+
+  def compile(self) -> float:
+    """Compile ahead of time; returns the seconds it took (autotuning not included)."""
+    if self.cfg.blocks == "auto":
+      self._autotune()
+    t0 = time.perf_counter()
+    if self.mesh is not None:
+      from jaxshallow.devices import data_parallel
+      self.fn = data_parallel.train_epoch.lower(
+          self.params, self.opt_state, *self.data["train"], self.orders[0], tx=self.tx,
+          batch_size=self.cfg.batch_size, the_mesh=self.mesh, **self.static).compile()
+    elif self.cfg.dispatch == "scan":
+      epoch = train.train_epoch if self.cfg.donate else train.train_epoch_no_donate
+      self.fn = epoch.lower(self.params, self.opt_state, *self.data["train"], self.orders[0],
+                            tx=self.tx, batch_size=self.cfg.batch_size, unroll=self.cfg.unroll,
+                            fusion=self.cfg.fusion or "ops", **self.static).compile()
+    else:
+      streamed = self.cfg.placement == "streamed"
+      step = train.jit_step(train.step_on_batch if streamed else train.step_on_indices,
+                            self.cfg.donate)
+      example = (self._host_batch(self.orders[0][0]) if streamed
+                 else (*self.data["train"], self.orders[0][0]))
+      self.fn = step.lower(self.params, self.opt_state, *example, tx=self.tx,
+                           **self.static).compile()
+    return time.perf_counter() - t0
+
+  def memory_bytes(self) -> int | None:
+    """Device memory of the compiled function: arguments + outputs + temporaries - aliased."""
+    try:
+      m = self.fn.memory_analysis()
+      return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+                 - m.alias_size_in_bytes)
+    except Exception:  # noqa: BLE001 -- not every backend reports it.
+      return None
+
+  def _host_batch(self, idx):
+    return jax.device_put((self.ds.train_images[idx], self.ds.train_labels[idx]))
+
+  @property
+  def asynchronous(self) -> bool:
+    """Whether ``start_epoch`` returns before the epoch has run (not with per-step sync)."""
+    return self.cfg.sync != "step"
+
+  def run_epoch(self, e: int) -> float:
+    """One epoch; returns its mean training loss once it is on the host."""
+    return float(self.start_epoch(e))
+
+  def start_epoch(self, e: int):
+    """One epoch, dispatched; returns its mean training loss as a device value, so that
+    the host can dispatch more epochs before it waits (``overlap``, ``sync_every``)."""
+    if self.cfg.dispatch == "scan":
+      self.params, self.opt_state, metrics = self.fn(
+          self.params, self.opt_state, *self.data["train"], self.orders[e])
+      return metrics["loss"]
+    losses, streamed = [], self.cfg.placement == "streamed"
+    batches = self.orders[e]
+    nxt = self._host_batch(batches[0]) if streamed else None
+    for s, idx in enumerate(batches):
+      if streamed:  # Start the next batch's copy before this step runs: they overlap.
+        cur, nxt = nxt, (self._host_batch(batches[s + 1]) if s + 1 < len(batches) else None)
+        args = cur
+      else:
+        args = (*self.data["train"], idx)
+      self.params, self.opt_state, metrics = self.fn(self.params, self.opt_state, *args)
+      losses.append(float(metrics["loss"]) if self.cfg.sync == "step" else metrics["loss"])
+    if self.cfg.sync == "step":
+      return float(np.mean(losses))  # Already on the host: nothing to send back.
+    return jnp.mean(jnp.stack(losses))
+
+  def evaluate(self, split: str = "test") -> dict:
+    return train.evaluate(self.params, *self.data[split], **self.static)
+
+  def get_params(self):
+    return jax.tree.map(np.asarray, self.params)
+
+  def set_params(self, params):
+    """Start again from ``params`` with a fresh optimizer state. Host arrays are copied to the
+    device, so the caller's copy survives the donation of the trainer's buffers."""
+    self.params = self._put(params)
+    self.opt_state = self.tx.init(self.params)
+
+  def _put(self, tree):
+    """To the device; with --data_parallel, a copy on every device of the mesh."""
+    if self.mesh is None:
+      return jax.device_put(tree)
+    from jaxshallow.devices import placement
+    return placement.replicate(jax.tree.map(np.asarray, tree), self.mesh)
+
+
+def _data_parallel_mesh(cfg: Config):
+  from jaxshallow.run import config
+  from jaxshallow.devices import data_parallel
+  the_mesh = data_parallel.mesh(cfg.devices)
+  if cfg.batch_size % the_mesh.size:
+    raise config.ConfigError(f"--data_parallel: batch_size {cfg.batch_size} must be a multiple "
+                             f"of the {the_mesh.size} devices")
+  return the_mesh
+
+
+def dense_shapes(cfg: Config, ds: data_lib.Dataset):
+  """(m, k, n, relu) of every dense layer of the model at this batch size."""
+  if cfg.model == "cnn":
+    side = (ds.train_images.shape[1] - 4) // 2
+    return [(cfg.batch_size, side * side * 32, 10, False)]
+  sizes = layer_sizes(cfg, ds)
+  return [(cfg.batch_size, k, n, i < len(sizes) - 2)
+          for i, (k, n) in enumerate(zip(sizes[:-1], sizes[1:]))]

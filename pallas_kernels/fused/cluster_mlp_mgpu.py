@@ -1,0 +1,611 @@
+"""The MLP's epoch in one thread-block cluster (Pallas Mosaic GPU, Hopper).
+
+The network is 784 -> 256 (ReLU) -> 10 with biases, softmax cross-entropy and plain SGD,
+batch 64: the project's MLP reference workload. One launch runs every step of an epoch in
+one cluster of 16 CTAs, two warpgroups each. CTA c owns hidden units 16c .. 16c + 15: its
+columns of W0 (kept in shared memory for the whole launch, in thirteen tiles of 64 inputs; at
+tf32 and bfloat16 also in registers, below), with b0 as W0's row 784 (the images' input 784 is
+255, so x W0 / 255 adds b0, and that row's update is b0's), and its rows of W1 (in registers).
+b1 is held by every CTA and updated the same way everywhere. A step, in each CTA:
+
+  forward    z = x W0[:, units] / 255, a (64, 16) wgmma product over the 785 inputs (padded to
+             832): W0's tiles 0 .. 4 by the first warpgroup, 5 .. 12 by the second (its part
+             of z handed over in shared memory); h = relu(z); its partial logits, for each
+             class k the sum over its units of h times W1[units, k], into its shared memory,
+             class by class
+  exchange 1 each CTA pushes its column of class k to CTA k < 10 (``cluster_push.scatter``: a
+             copy into the peer's shared memory, four warps issuing them); CTA k adds the 16 in
+             CTA order and adds b1[k]
+  exchange 2 CTA k pushes class k's logits to every CTA (``cluster_push.broadcast``); each takes
+             the softmax, the loss and dL/dlogits itself (the same bits everywhere)
+  backward   dh = dL/dlogits W1[units]^T, dz = dh [z > 0]; dW1 and db1, sums over the batch, as
+             one small wgmma product (``small_grads``); dW0 = x^T dz / 255 as thirteen (64, 16)
+             wgmma products, a loop over W0's tiles, each updated as soon as its product is done:
+             tiles 0 .. 4 by the first warpgroup (after the small product), 5 .. 12 by the
+             second
+
+The first warpgroup runs the steps. The second owns W0's tiles 5 .. 12: once dz's parts are
+written (a barrier of the CTA) it updates them, then takes their part of the next step's
+forward product as soon as the next batch's tiles are in, and hands it over (another barrier).
+So W0's update and the forward are split between the two. Pallas is told not to put a
+barrier of the warpgroup around every store to shared memory (``unsafe_no_auto_barriers``;
+about 190 a step, counted in the code): the kernel has one wherever a thread reads what another
+wrote (``sync``), with a proxy fence (``commit_smem``) where the tensor cores or a copy read
+what threads wrote.
+
+Products keep float32's accuracy in bfloat16, exactly: the images' pixels are integers
+0..255 (exact in bfloat16; the 1/255 is applied to the float32 sums), and W0 and dz are
+each split into three bfloat16 parts (8 + 8 + 8 bits of float32's 24:
+``split3``), so every product of the tensor cores is exact and only their float32
+sums round. The parts sit side by side in shared memory (W0's as (832, 48), dz's as (64, 48)),
+so one wgmma of N = 48 takes all three and reads x once; the three 16-column groups of its
+result are added after. At reduced precision the products take fewer parts (``PARTS``: tf32
+two, bfloat16 one); W0 itself is kept as all three parts, its float32 value exactly: the
+update adds them up, and stores the new value's three parts. At tf32 and bfloat16 each
+warpgroup holds its tiles' float32 values in registers instead (a tile is 8 values a thread,
+in the layout of its update's product), so an update loads nothing and stores only the parts
+the products take (all three in the last step); at float32 ptxas would spill. bfloat16 wgmma
+takes x transposed from shared memory, so x^T is never formed.
+
+The batch comes by TMA in thirteen tiles of 64 inputs, each on a barrier of its own: the next
+step's tile j is fetched as soon as the backward's tile j is done with it, so the copy runs
+behind the backward, and the forward waits for each tile just before its product.
+The exchanges are small (class k's 64 partial logits from each CTA; then the 10 columns of
+logits) and wait on nothing but their data: no cluster barrier in the step (pulled through one,
+with reads of the peers' memory, they cost about 1 us a step more). One inbox each is enough:
+a CTA pushes a step's columns only after it has the last step's logits, which their CTAs sent
+only after reading their inbox. Shared memory is the limit (x 104 KB, W0's parts 78 KB, and
+Mosaic GPU rounds every buffer up to 1 KB; about 2 KB is left): the small products' operands,
+their sums and the second warpgroup's part of z take turns in one memory (a ``RefUnion``).
+CTA 0 writes each step's per-row losses and correct flags; they are added up after the launch
+in a fixed order.
+
+Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
+``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
+A whole epoch: 7.0 us a step in float32 against 32.5 for xla's scan in the same process, 6.1
+to 6.25 in tf32, 5.9 to 6.0 in bfloat16, each faster than the grid-barrier epoch kernel
+(``mlp_epoch``: 13.4, 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Pushes spread over
+four warps", which also measures the step's floor: its two exchanges cost 1.75 us of it. So
+the trainer runs it for this network on Hopper (``jaxshallow.fused.epoch``) with jax 0.10 /
+0.11 (``lowers``). It compiles in 27 to 34 s in the bench (2026-11-26, the day's last
+session), 51 to 59 s beside the trainer checks' other compiles. ``reference`` is its plain-jnp
+twin; ``profile_dir`` times its phases (``PHASES``, with one warpgroup) with Mosaic GPU's
+profiler; ``interpret=True`` runs it in Mosaic GPU's interpreter with one warpgroup and the
+pulled exchanges (jax >= 0.11; jax 0.11.2's needs a local patch for reads of a peer's shared
+memory).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from pallas_kernels.mgpu import cluster_push
+from pallas_kernels import common
+from pallas_kernels.ops import dense_mgpu
+from pallas_kernels.ops.dense_mgpu import load as _load
+
+BATCH = 64  # wgmma's M: one warpgroup's rows.
+INPUTS = 784
+SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
+PADDED = 832  # 13 tiles of 64 inputs (the backward's wgmma M); input 784 is b0's (x = 255).
+TILES = PADDED // 64
+HIDDEN = 256
+CTAS = 16  # The largest cluster Hopper launches.
+UNITS = HIDDEN // CTAS
+CLASSES = 10
+LANES = 16  # Classes padded to a wgmma N.
+# A CTA's small parameters, one (16,) row each: W1[units, k] for the 10 classes, and b1 in the
+# last row (the padded classes' rows are zeros).
+ROW_B1 = LANES - 1
+SMALL_ROWS = LANES
+ONES = CLASSES  # The column of ones beside dL/dlogits in the small products (a padded class).
+PARTS = {"float32": 3, "tf32": 2, "bfloat16": 1}  # bfloat16 parts of W0 and dz in the products
+PHASES = ("forward", "partials", "exchange_1", "sum_class", "exchange_2", "read_logits",
+          "softmax", "backward_small", "backward_w0")  # Mosaic GPU profiler scopes
+
+
+def lowers() -> str | None:
+  """Why this jax cannot compile the kernel (one line), or None if it can: jax 0.12's Mosaic GPU
+  infers layouts by a search that did not finish on it (over 10 minutes on a CPU, 25 with the
+  pushed exchanges; the backward's buffers sharing one memory are what it stalls on)."""
+  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
+  if version >= (0, 12):
+    return f"jax {jax.__version__}'s Mosaic GPU layout inference does not finish on it"
+  return None
+
+
+def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
+  """Why this kernel cannot train the network (one line), or None if it can."""
+  if tuple(widths) != (INPUTS, HIDDEN, CLASSES):
+    return (f"it trains {INPUTS}-{HIDDEN}-{CLASSES} networks, not "
+            f"{'-'.join(map(str, widths))}")
+  if batch != BATCH:
+    return f"it takes batch {BATCH}, not {batch}"
+  if not bias:
+    return "it has biases"
+  if optimizer != "sgd":
+    return f"it runs plain SGD, not {optimizer}"
+  if jnp.dtype(dtype) != jnp.float32:
+    return f"it computes in float32, not {jnp.dtype(dtype).name}"
+  return None
+
+
+def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
+            w0p_out, small_out, metrics_out,  # outputs
+            x, w0p, backward_buffers, dzp, onehot, eye, small, met,
+            tma, x_tiles, dz_ready, w0_done, small_done, barrier, columns, inbox, logits_in,
+            steps: int, lr: float, parts: int, unroll: bool, warpgroups: int, split: int,
+            ptx: bool, registers: bool):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32 = jnp.float32
+  by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
+  by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
+  c = lax.axis_index("cta")
+  used = pl.ds(0, UNITS * parts)  # The parts' columns the products take.
+  # The small products' operands, then their sums, then the second warpgroup's part of z take
+  # turns in one memory, so that x, W0 and the rest fit in the 227 KB of shared memory.
+  (lhs, rhs), sums, zb = backward_buffers
+
+  def split3(a):
+    """a as three bfloat16 parts that add up to it exactly (``dense_mgpu.split3``), here by
+    the hardware's conversion (round to nearest even, as split3's integer rounding) and back:
+    fewer instructions (float32 8.24 -> 7.35 us a step in one call, the same bits). split3
+    rounds in integers because XLA drops a float32 -> bfloat16 -> float32 round trip; the
+    interpreter runs through XLA, so it keeps split3."""
+    if not ptx:
+      return dense_mgpu.split3(a)
+    parts = []
+    for _ in range(3):
+      parts.append(a.astype(jnp.bfloat16))
+      a = a - parts[-1].astype(f32)  # exact: what is left has at most 16 (then 8) bits
+    return parts
+
+  def rows(v):  # (64,) -> (64, 16): v down the rows
+    return lax.broadcast_in_dim(v, (BATCH, LANES), [0])
+
+  def cols(v):  # (16,) -> (64, 16): v along the columns
+    return lax.broadcast_in_dim(v, (BATCH, LANES), [1])
+
+  def entry(v, k):  # v[k] in every row (k may be traced): (16,) by_col -> (64,) by_row
+    return jnp.sum(cols(v * _load(eye.at[k], by_col)), axis=1)
+
+  def tile(j):  # Inputs 64j .. 64j + 63.
+    return pl.ds(64 * j, 64)
+
+  def over_tiles(body, first=0, last=TILES):  # body(j) for the input tiles first .. last - 1
+    # A loop on the GPU: unrolled, ptxas spilled (the backward's tiles took 24.6 us a step, not
+    # 14.5; the forward's 2.7 us more: PERFORMANCE.md, "Where cluster_mlp_mgpu's step goes"). Mosaic
+    # GPU's interpreter (jax 0.11.2) hangs on a loop inside the step loop (cause not found), so
+    # it runs the same tiles unrolled.
+    if unroll:
+      for j in range(first, last):
+        body(j)
+    else:
+      def loop_body(j, carry):
+        body(j)
+        return carry
+      lax.fori_loop(first, last, loop_body, 0)
+
+  def w0_part(j, p):  # Part p of W0's tile j, in shared memory.
+    return w0p.at[tile(j), pl.ds(UNITS * p, UNITS)]
+
+  def w0_tile(j):  # W0's tile j in float32: its three parts added up, exactly
+    return functools.reduce(jnp.add, [_load(w0_part(j, p), plgpu.Layout.WGMMA).astype(f32)
+                                      for p in range(3)])
+
+  def part_sum(a):  # (64, 16 parts) -> (64, 16): the products of the parts added up
+    return functools.reduce(jnp.add, [a[:, UNITS * p:UNITS * (p + 1)] for p in range(parts)])
+
+  def fetch_x(s, j):  # Tile j of step s's pixels (integers, in bfloat16), on its own barrier.
+    plgpu.copy_gmem_to_smem(x_in.at[s, :, tile(j)], x.at[j], x_tiles.at[j])
+
+  bars = logits_in.at[CLASSES]  # The two mbarriers the pushes complete on (``ptx``)
+  if ptx:
+    cluster_push.init(bars, (CTAS, CLASSES))  # the columns from 16 CTAs; the logits from 10
+
+  def sync():
+    """A barrier of the warpgroup, where its threads hand data to each other or the tensor
+    cores' or a copy's reads must end before threads or a copy write the same memory:
+    ``commit_smem`` without its proxy fence, which only threads' stores read by the tensor
+    cores or a copy need (bfloat16: 7.02 -> 6.76 us a step). PTX, so not in the interpreter."""
+    if not ptx:
+      return plgpu.commit_smem()
+    from jax.experimental.mosaic.gpu import utils as mgpu_utils
+
+    @plgpu.inline_mgpu()
+    def emit(ctx):
+      mgpu_utils.warpgroup_barrier()
+    emit()
+
+  def meet(i):  # A barrier of the whole cluster.
+    sync()  # Every thread's stores before the arrivals (by one thread a peer).
+    plgpu.barrier_arrive(barrier.at[i])
+    plgpu.barrier_wait(barrier.at[i])
+
+  def start():  # The launch's inputs. W0 comes as its three bfloat16 parts, its float32 value.
+    plgpu.copy_gmem_to_smem(w0p_in.at[c], w0p, tma.at[0])
+    plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[1])
+    plgpu.copy_gmem_to_smem(small_in.at[c], small, tma.at[2])
+    plgpu.copy_gmem_to_smem(onehot_in.at[0], onehot, tma.at[3])
+    for j in range(TILES):
+      fetch_x(0, j)
+    for i in range(3):
+      plgpu.barrier_wait(tma.at[i])
+    w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
+    b1 = _load(small.at[ROW_B1], by_col)
+    return w1, b1, held(0, split)
+
+  def small_grads(h, dlogits):
+    """dW1[units] (a (16,) row a class) and db1: sums over the batch rows, on the tensor
+    cores (on CUDA cores, each sum over the rows crosses the four warps through shared memory).
+    With d = dL/dlogits as (64, 16) and a column of ones beside it, [d | 1]^T [h | d] holds
+    dW1[units]^T in its first 10 rows and db1 in row ONES. Every part of each side is taken
+    (for float32, 3 x 3 products), so the products are exact and only their sums round."""
+    d = functools.reduce(jnp.add, [rows(v) * cols(_load(eye.at[k], by_col))
+                                   for k, v in enumerate(dlogits)])
+    a = d + cols(_load(eye.at[ONES], by_col))
+    for p, bits in enumerate(split3(a)[:parts]):  # [d | 1]^T: rows 16p .. 16p + 15 of the lhs
+      lhs.at[:, pl.ds(LANES * p, LANES)][...] = bits
+    for q, (hq, dq) in enumerate(list(zip(split3(h), split3(d)))[:parts]):
+      rhs.at[q, :, pl.ds(0, UNITS)][...] = hq
+      rhs.at[q, :, pl.ds(UNITS, LANES)][...] = dq
+    plgpu.commit_smem()  # Visible to the tensor cores.
+
+    def products(acc):  # row 16p + k, column c: part p of [d | 1][:, k] times all of [h | d][:, c]
+      for q in range(parts):
+        plgpu.wgmma(acc, lhs.transpose((1, 0)), rhs.at[q])
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    got = pl.run_scoped(products, plgpu.ACC((BATCH, UNITS + LANES), f32))
+    sync()  # Every warp's part of the product is done with lhs and rhs.
+    sums[...] = got  # (in their memory)
+    sync()  # The rows of a part are in another warp: through shared memory.
+
+    def row(r, start):  # Row r's 16 columns from start, every part's row added up
+      return functools.reduce(jnp.add, [_load(sums.at[LANES * p + r, pl.ds(start, 16)], by_col)
+                                        for p in range(parts)])
+    return [row(k, 0) for k in range(CLASSES)], row(ONES, UNITS)
+
+  def held(first, last):  # W0's tiles first .. last - 1 in registers (float32), or () if not
+    return tuple(w0_tile(j) for j in range(first, last)) if registers else ()
+
+  def backward_tile(s, j, w):
+    """dW0's tile j, and W0's tile j updated: w is its float32 value in registers (returned
+    updated; only the parts the products take are stored, all three in the last step, for the
+    output), or None where W0 is in shared memory only (its three parts loaded, added up,
+    stored)."""
+    def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
+      plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    grad = part_sum(pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS * parts), f32)))
+
+    sync()  # Every warp's part of the product is done with x's tile.
+
+    @pl.when(s + 1 < steps)
+    def _():  # This tile of x is done with: the next batch's comes in behind the backward.
+      fetch_x(s + 1, j)
+    new = (w0_tile(j) if w is None else w) - lr * grad / 255.0  # as the twin rounds it
+    for p, bits in enumerate(split3(new)[:3 if w is None else parts]):
+      w0_part(j, p)[...] = bits
+    if w is None:
+      return None
+
+    @pl.when(s + 1 == steps)
+    def _():
+      for p, bits in list(enumerate(split3(new)))[parts:]:
+        w0_part(j, p)[...] = bits
+    return new
+
+  def update_w0(s, first, last, ws):  # W0's tiles first .. last - 1; ws: see ``held``
+    if ws:  # unrolled: registers are not indexed by a loop's counter
+      ws = tuple(backward_tile(s, j, w) for j, w in zip(range(first, last), ws))
+    else:
+      over_tiles(lambda j: backward_tile(s, j, None), first, last)
+    plgpu.commit_smem()
+    return ws
+
+  def forward(first, last):  # z's part from W0's tiles first .. last - 1 (not yet / 255)
+    def product(acc):  # x times W0's parts side by side: x is read once
+      def one(j):  # Each tile's product as soon as its x is in: the last copies overlap the
+        plgpu.barrier_wait(x_tiles.at[j])  # earlier products (bfloat16 6.50 -> 6.21 us a step)
+        plgpu.wgmma(acc, x.at[j], w0p.at[tile(j), used])
+      over_tiles(one, first, last)
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    return part_sum(pl.run_scoped(product, plgpu.ACC((BATCH, UNITS * parts), f32)))
+
+  def exchange(parity, b1):
+    """The logits from the CTAs' partial logits (``columns`` 0 .. 9): CTA k < 10 adds up class
+    k's 16 columns in CTA order and adds b1[k], then every CTA gets the 10 sums."""
+    def add_up(peers):  # This CTA's class, into its column CLASSES
+      columns.at[CLASSES][...] = functools.reduce(jnp.add, peers) + entry(b1, c)
+
+    if ptx:  # Each column copied to the CTA that adds it up, each sum to every CTA.
+      with jax.named_scope("exchange_1"):
+        plgpu.commit_smem()  # The columns visible to the copy engine
+        cluster_push.scatter(columns.at[pl.ds(0, CLASSES)], inbox, bars, 0)
+
+      @pl.when(c < CLASSES)
+      def _():
+        with jax.named_scope("sum_class"):
+          cluster_push.wait(bars, 0, parity)
+          add_up([_load(inbox.at[peer], by_row) for peer in range(CTAS)])
+          plgpu.commit_smem()
+          cluster_push.broadcast(columns.at[CLASSES], logits_in, bars, 1, CTAS)
+      with jax.named_scope("exchange_2"):
+        cluster_push.wait(bars, 1, parity)
+      with jax.named_scope("read_logits"):
+        return [_load(logits_in.at[k], by_row) for k in range(CLASSES)]
+
+    # Pulled (Mosaic GPU's interpreter, which runs no PTX): each CTA reads its peers' memory
+    # after a cluster barrier.
+    meet(parity)
+
+    @pl.when(c < CLASSES)
+    def _():  # All 16 reads first (in flight together), then added up in CTA order.
+      add_up([_load(plgpu.cluster_ref(columns.at[c], {"cta": peer}), by_row)
+              for peer in range(CTAS)])
+    meet(2 + parity)
+    return [_load(plgpu.cluster_ref(columns.at[CLASSES], {"cta": k}), by_row)
+            for k in range(CLASSES)]
+
+  def step(s, parity, carry):
+    w1, b1, ws = carry
+    with jax.named_scope("forward"):
+      z = forward(0, split)
+      if warpgroups == 2:
+        plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles updated, their part of z in
+        z = z + _load(zb, plgpu.Layout.WGMMA)
+      z = z / 255.0  # b0 included: it is W0's row 784, times x's 255
+    with jax.named_scope("partials"):
+      h = jnp.maximum(z, 0.0)
+      for k in range(CLASSES):
+        columns.at[k][...] = jnp.sum(h * cols(w1[k]), axis=1)
+    logits = exchange(parity, b1)
+    plgpu.barrier_wait(tma.at[3])  # The labels
+    with jax.named_scope("softmax"):
+      labels = [_load(onehot.at[k], by_row).astype(f32) for k in range(CLASSES)]
+      top = functools.reduce(jnp.maximum, logits)
+      e = [jnp.exp(v - top) for v in logits]
+      total = functools.reduce(jnp.add, e)
+      picked = functools.reduce(jnp.add, [t * v for t, v in zip(labels, logits)])
+      dlogits = [(v / total - t) * (1.0 / BATCH) for v, t in zip(e, labels)]
+
+      @pl.when(c == 0)
+      def _():
+        plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago,
+        sync()  # waited for by the thread that issued it.
+        met.at[parity, 0][...] = jnp.log(total) + top - picked
+        met.at[parity, 1][...] = jnp.where(picked >= top, 1.0, 0.0)
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[s])
+
+    with jax.named_scope("backward_small"):
+      dh = functools.reduce(jnp.add, [rows(d) * cols(w) for d, w in zip(dlogits, w1)])
+      dz = jnp.where(z > 0.0, dh, 0.0)
+      for p, bits in enumerate(split3(dz)[:parts]):
+        dzp.at[:, pl.ds(UNITS * p, UNITS)][...] = bits
+      plgpu.commit_smem()  # Visible to the tensor cores.
+      if warpgroups == 2:
+        plgpu.barrier_arrive(dz_ready)  # The second warpgroup updates its tiles meanwhile.
+      dw1, db1 = small_grads(h, dlogits)
+      if warpgroups == 2:
+        sync()  # Every thread has read the sums: zb may take their memory.
+        plgpu.barrier_arrive(small_done)
+
+    @pl.when(s + 1 < steps)
+    def _():  # The labels are read.
+      plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[3])
+
+    with jax.named_scope("backward_w0"):
+      ws = update_w0(s, 0, split, ws)
+    w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
+    return w1, b1 - lr * db1, ws
+
+  def two_steps(i, carry):
+    carry = step(2 * i, 0, carry)
+    return step(2 * i + 1, 1, carry)
+
+  def first():  # The steps, and W0's first tiles
+    carry = lax.fori_loop(0, steps // 2, two_steps, start())
+    if steps % 2:
+      carry = step(steps - 1, 0, carry)
+    w1, b1, _ = carry
+    if warpgroups == 2:
+      plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles of the last step
+    meet(4)  # No CTA leaves while a peer may still read its buffers.
+    for k in range(CLASSES):
+      small.at[k][...] = w1[k]
+    small.at[ROW_B1][...] = b1  # The same in every CTA.
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(w0p, w0p_out.at[c])
+    plgpu.copy_smem_to_gmem(small, small_out.at[c])
+    plgpu.wait_smem_to_gmem(0)
+
+  def second():  # W0's tiles split .. 12: their update, and their part of the next forward
+    def z_part():  # Its tiles' part of z, into zb, once the batch's tiles are in.
+      zb[...] = forward(split, TILES)
+      sync()  # For the first warpgroup (before the arrival)
+
+    def tiles(s, ws):
+      plgpu.barrier_wait(dz_ready)
+      ws = update_w0(s, split, TILES, ws)
+      plgpu.barrier_wait(small_done)  # zb's memory is free.
+      pl.when(s + 1 < steps)(z_part)
+      plgpu.barrier_arrive(w0_done)
+      return ws
+    # W0's parts come by a copy the first warpgroup issued, before x's tiles but not
+    # necessarily in before them.
+    plgpu.barrier_wait(tma.at[0])
+    z_part()
+    plgpu.barrier_arrive(w0_done)
+    lax.fori_loop(0, steps, tiles, held(split, TILES))
+
+  if warpgroups == 2:
+    wg = lax.axis_index("wg")
+    pl.when(wg == 0)(first)
+    pl.when(wg == 1)(second)
+  else:
+    first()
+
+
+@functools.lru_cache(maxsize=None)
+def _call(steps: int, lr: float, parts: int, interpret: bool = False,
+          profile_dir: str | None = None):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
+  # around every store to shared memory (about 190 a step, counted in the code): 11.8 -> 10.9 us
+  # a step when it came in.
+  params = {"unsafe_no_auto_barriers": True}
+  if profile_dir:  # Each scope takes 4 entries a step, the header 3.
+    params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
+  f32, bf16 = jnp.float32, jnp.bfloat16
+  # Mosaic GPU's interpreter (jax 0.11.2) did not finish the kernel with two warpgroups (cause
+  # not found), and the profiler's buffers did not fit beside two (232,800 bytes of shared
+  # memory asked for, 232,448 there, in the form before 3f222a5; a scratch copy with four
+  # steps' entries counted per range did fit beside two, PERFORMANCE.md, "Pushing the
+  # exchanges"): in both, the first warpgroup does all of W0's tiles.
+  warpgroups = 1 if interpret or profile_dir else 2
+  # W0's tiles 0 .. split - 1 are the first warpgroup's, the rest the second's (the first also
+  # takes the small products: 5 and 8 measured 9.04 us a step in float32, 4 and 9 9.26, 6 and
+  # 7 9.08, 7 and 6 9.49; with the exchanges pushed 8.06, 8.49 and 8.18).
+  split = SPLIT if warpgroups == 2 else TILES
+  # W0's float32 values held in registers at tf32 and bfloat16 (one call: bfloat16 6.33 -> 5.49
+  # us a step, tf32 6.75 -> 6.26, the same bits); at float32 ptxas spills (7.30 -> 7.89).
+  registers = parts < 3
+  # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
+  tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
+  return plgpu.kernel(
+      functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
+                        warpgroups=warpgroups, split=split, ptx=not interpret,
+                        registers=registers),
+      out_type=(jax.ShapeDtypeStruct((CTAS, PADDED, 3 * UNITS), bf16),
+                jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
+                jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
+      grid=(1,), grid_names=("grid",), num_threads=warpgroups, thread_name="wg",
+      cluster=(CTAS,), cluster_names=("cta",),
+      compiler_params=plgpu.CompilerParams(**params),
+      **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
+      scratch_types=[
+          plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),  # x, by tiles of 64 inputs
+          plgpu.SMEM((PADDED, 3 * UNITS), bf16, transforms=tiles),  # W0's parts side by side
+          plgpu.RefUnion(  # one memory, used in turn by
+              (plgpu.SMEM((BATCH, 64), bf16, transforms=tiles),  # [d | 1]'s parts side by side
+               plgpu.SMEM((3, BATCH, UNITS + LANES), bf16, transforms=tiles)),  # [h | d]'s parts
+              plgpu.SMEM((BATCH, UNITS + LANES), f32),  # their products' sums
+              plgpu.SMEM((BATCH, UNITS), f32)),  # the second warpgroup's part of z
+          plgpu.SMEM((BATCH, 3 * UNITS), bf16, transforms=tiles),  # dz's parts side by side
+          plgpu.SMEM((CLASSES, BATCH), bf16),  # the one-hot labels, class by class (0 and 1)
+          plgpu.SMEM((LANES, LANES), f32),  # the identity (its rows pick a class)
+          plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T and b1, in and out
+          plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
+          plgpu.Barrier(num_barriers=4),
+          plgpu.Barrier(num_barriers=TILES),  # x's tiles, one barrier each
+          # dz's parts written; the second's tiles new and its part of z in; the sums read
+          plgpu.Barrier(), plgpu.Barrier(), plgpu.Barrier(),
+          plgpu.ClusterBarrier(collective_axes=("cta",), num_barriers=5),
+          # The partial logits by class, then (CTA k < 10) class k's logits
+          plgpu.SMEM((CLASSES + 1, BATCH), f32),
+          plgpu.SMEM((CTAS, BATCH), f32),  # class k's partial logits by CTA (pushed to CTA k)
+          # The logits by class (pushed), then the pushes' two mbarriers
+          plgpu.SMEM((CLASSES + 1, BATCH), f32),
+      ])
+
+
+def _pack(params):
+  """params [{"w": (784, 256), "b": (256,)}, {"w": (256, 10), "b": (10,)}] as the kernel's
+  inputs: W0's columns by CTA with b0 as input 784's row, padded to 832 inputs, split in three
+  parts set side by side (CTA, input, part * 16 + unit); each CTA's rows of W1 (transposed,
+  classes padded to 16) with b1 in its last row."""
+  w0 = _with_bias(params[0]["w"], params[0]["b"])
+  w0 = w0.reshape(PADDED, CTAS, UNITS).transpose(1, 0, 2)
+  w1 = jnp.pad(params[1]["w"], ((0, 0), (0, LANES - CLASSES)))
+  b1 = jnp.pad(params[1]["b"], (0, LANES - CLASSES))
+  small = w1.reshape(CTAS, UNITS, LANES).transpose(0, 2, 1)
+  small = small.at[:, ROW_B1].set(jnp.broadcast_to(b1, (CTAS, LANES)))
+  return jnp.concatenate(dense_mgpu.split3(w0), axis=2), small
+
+
+def _unpack(w0p, small):
+  f32 = jnp.float32
+  hi, mid, lo = (w0p[:, :, UNITS * p:UNITS * (p + 1)].astype(f32) for p in range(3))
+  w0 = (hi + mid) + lo  # exact
+  w0 = w0.transpose(1, 0, 2).reshape(PADDED, HIDDEN)
+  w1 = small[:, :LANES].transpose(0, 2, 1).reshape(HIDDEN, LANES)[:, :CLASSES]
+  return [{"w": w0[:INPUTS], "b": w0[INPUTS]},
+          {"w": w1, "b": small[0, ROW_B1, :CLASSES]}]
+
+
+def _with_bias(w0, b0):
+  """W0 (784, 256) with b0 as row 784, zeros to 832 rows: x's input 784 is 255, so x W0 / 255
+  adds b0, and the update of row 784 is b0's."""
+  return jnp.concatenate([w0, b0[None], jnp.zeros((PADDED - INPUTS - 1, w0.shape[1]), w0.dtype)])
+
+
+def batches(x, labels, order, steps: int):
+  """The epoch's batches as the kernel takes them: pixels (steps, 64, 832) in bfloat16 (the
+  uint8 values, exactly; input 784 is 255, b0's, the rest 0) and one-hot labels (steps, 10,
+  64) in bfloat16, class by class."""
+  idx = order[:steps * BATCH]
+  pad = jnp.zeros((steps * BATCH, PADDED - INPUTS), jnp.bfloat16).at[:, 0].set(255)
+  xs = jnp.concatenate([x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16), pad],
+                       axis=1).reshape(steps, BATCH, PADDED)
+  onehot = jax.nn.one_hot(labels[idx], CLASSES, dtype=jnp.bfloat16)  # 0 and 1, exactly
+  onehot = onehot.reshape(steps, BATCH, CLASSES)
+  return xs, onehot.transpose(0, 2, 1)
+
+
+def train(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False,
+          profile_dir: str | None = None):
+  """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params,
+  losses (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
+  ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
+  ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
+  kernel then runs one warpgroup, as in the interpreter)."""
+  steps = xs.shape[0]
+  call = _call(steps, float(lr), PARTS[precision], interpret, profile_dir)
+  w0p, small, metrics = call(*_pack(params), jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
+  losses = jax.vmap(common.fixed_order_mean)(metrics[:, 0])  # The same bits in every process.
+  return _unpack(w0p, small), losses, jnp.sum(metrics[:, 1], axis=1).astype(jnp.int32)
+
+
+def reference(params, xs, onehot, lr: float):
+  """The plain-jnp twin of ``train``: the same steps at params' dtype's full precision, the
+  pixels' 1/255 applied after the first product (b0 in it, as W0's row 784) and the logits
+  summed over the 16-unit groups in order, as the kernel does."""
+  hi = lax.Precision.HIGHEST
+  dtype = params[0]["w"].dtype
+  w0 = _with_bias(params[0]["w"], params[0]["b"])
+  w1, b1 = params[1]["w"], params[1]["b"]
+
+  def step(carry, batch):
+    w0, w1, b1 = carry
+    x, t = batch[0].astype(dtype), batch[1].T[:, :CLASSES].astype(dtype)
+    z = jnp.dot(x, w0, precision=hi) / 255.0
+    h = jnp.maximum(z, 0.0)
+    parts = (h[:, :, None] * w1[None]).reshape(BATCH, CTAS, UNITS, CLASSES).sum(axis=2)
+    logits = parts[:, 0]
+    for g in range(1, CTAS):
+      logits = logits + parts[:, g]
+    logits = logits + b1
+    top = jnp.max(logits, axis=1, keepdims=True)
+    e = jnp.exp(logits - top)
+    total = jnp.sum(e, axis=1, keepdims=True)
+    picked = jnp.sum(t * logits, axis=1, keepdims=True)
+    loss = jnp.mean(jnp.log(total) + top - picked)
+    correct = jnp.sum(picked >= top)
+    dlogits = (e / total - t) / BATCH
+    dz = jnp.where(z > 0, jnp.dot(dlogits, w1.T, precision=hi), 0.0)
+    new = (w0 - lr * jnp.dot(x.T, dz, precision=hi) / 255.0,
+           w1 - lr * jnp.dot(h.T, dlogits, precision=hi), b1 - lr * jnp.sum(dlogits, axis=0))
+    return new, (loss, correct)
+
+  (w0, w1, b1), (losses, correct) = lax.scan(step, (w0, w1, b1), (xs, onehot))
+  params = [{"w": w0[:INPUTS], "b": w0[INPUTS]}, {"w": w1, "b": b1}]
+  return params, losses, correct.astype(jnp.int32)

@@ -1,0 +1,4 @@
+"""Building blocks for Pallas' Mosaic GPU backend (Hopper and newer), not kernels of their own:
+``cluster_push`` copies rows of shared memory into the other CTAs of a thread-block cluster,
+each copy signalling the receiver's barrier.
+"""

@@ -1,0 +1,147 @@
+"""cluster_mlp_mgpu on the CPU: its kernel lowers for a Hopper GPU (Mosaic GPU's checks of layouts,
+shared memory and the cluster run at lowering), its jnp twin follows the float64 training of
+the project, its packing of the parameters and batches loses nothing, and networks it cannot
+take are refused in one line. Its numbers on the GPU are checked by
+``experiments.check_kernels --only=cluster_mlp`` on the device."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxshallow.fused import epoch as fused_epoch
+from jaxshallow import mlp, models, train
+from pallas_kernels.fused import cluster_mlp_mgpu
+from pallas_kernels.ops import dense_mgpu
+
+
+def _setup(rng, steps):
+  n = steps * 64 + 5
+  x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+  y = rng.integers(0, 10, n).astype(np.int32)
+  params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), (784, 256, 10))
+  params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape), a.dtype),
+                        params)  # biases off zero, so their gradients are tested too
+  return params, x, y, rng.permutation(n).astype(np.int32)
+
+
+@pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
+@pytest.mark.parametrize("steps,precision", [(1, "float32"), (4, "float32"), (3, "bfloat16")])
+def test_kernel_lowers(steps, precision):
+  """One step, an even count (the two-step loop alone), and one part of W0 in the products."""
+  f32 = jnp.float32
+  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
+                        "b": jax.ShapeDtypeStruct((m,), f32)}
+  fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train(p, x, o, 0.5, precision))
+  text = fn.trace([layer(784, 256), layer(256, 10)],
+                  jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
+                  jax.ShapeDtypeStruct((steps, 10, 64), jnp.bfloat16)).lower(
+                      lowering_platforms=("cuda",)).as_text()
+  assert "mosaic_gpu" in text
+
+
+def test_twin_follows_train_step_in_float64():
+  """The twin's arithmetic (1/255 after the product, logits summed over 16-unit groups in
+  order) is the project's training step: float64 trajectories within 1e-10."""
+  rng = np.random.default_rng(0)
+  steps, lr = 4, 0.5
+  params, x, y, order = _setup(rng, steps)
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
+    xs, onehot = cluster_mlp_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, steps)
+    got, losses, correct = cluster_mlp_mgpu.reference(p64, xs.astype(jnp.float64),
+                                                 onehot.astype(jnp.float64), lr)
+    tx = train.make_optimizer("sgd", lr)
+    p, state, want, want_acc = p64, tx.init(p64), [], []
+    for s in range(steps):
+      idx = order[s * 64:(s + 1) * 64]
+      pixels = jnp.asarray(x[idx], jnp.float64) / 255.0  # as train.to_float, in float64
+      p, state, m = train.train_step(p, state, (pixels, jnp.asarray(y[idx])), tx=tx,
+                                     model=models.MLP)
+      want.append(float(m["loss"]))
+      want_acc.append(float(m["accuracy"]))
+    np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-10)
+    np.testing.assert_array_equal(np.asarray(correct), np.round(np.array(want_acc) * 64))
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(p)):
+      np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-13)
+
+
+def test_twin_in_float32_is_near_float64():
+  """In float32 the twin stays within float32's tolerance of the float64 run (the kernel is
+  held to the same on the GPU)."""
+  rng = np.random.default_rng(1)
+  steps = 5
+  params, x, y, order = _setup(rng, steps)
+  xs, onehot = cluster_mlp_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, steps)
+  got, losses, _ = cluster_mlp_mgpu.reference(params, xs, onehot, 0.5)
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
+    want, want_losses, _ = cluster_mlp_mgpu.reference(p64, xs.astype(jnp.float64),
+                                                 onehot.astype(jnp.float64), 0.5)
+  np.testing.assert_allclose(np.asarray(losses), np.asarray(want_losses), rtol=1e-5)
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    a, b = np.asarray(a), np.asarray(b)
+    assert np.linalg.norm(a - b) <= 1e-5 * np.linalg.norm(b)
+
+
+def test_split3_is_exact():
+  """Three bfloat16 parts add up to the float32 value, bit for bit (wide exponents too)."""
+  rng = np.random.default_rng(2)
+  a = (rng.standard_normal(10000) * np.exp(rng.uniform(-30, 30, 10000))).astype(np.float32)
+  hi, mid, lo = jax.jit(dense_mgpu.split3)(jnp.asarray(a))
+  f32 = jnp.float32
+  np.testing.assert_array_equal(np.asarray((hi.astype(f32) + mid.astype(f32)) + lo.astype(f32)), a)
+  # The first part is bfloat16's own rounding (to nearest even).
+  np.testing.assert_array_equal(np.asarray(hi).view(np.uint16),
+                                np.asarray(jnp.asarray(a).astype(jnp.bfloat16)).view(np.uint16))
+
+
+def test_split3_has_no_bfloat16_round_trip():
+  """XLA on GPUs drops float32 -> bfloat16 -> float32 (it allows excess precision), which left
+  the later parts zero there (on the H100, float32 trained like bfloat16); the CPU keeps the
+  round trip, so only the program's form shows it: no bfloat16 is converted back."""
+  jaxpr = jax.make_jaxpr(dense_mgpu.split3)(jnp.zeros(8, jnp.float32))
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "convert_element_type":
+      assert eqn.invars[0].aval.dtype == jnp.float32, eqn
+
+
+def test_packing_round_trips():
+  """The kernel's layout of the parameters (W0 by CTA with b0 as input 784's row, padded, in
+  three parts; W1 and b1 in one small matrix a CTA) gives back the parameters exactly; the
+  batches are the examples of ``order``, pixels exact in bfloat16, input 784 at 255 (b0's)."""
+  rng = np.random.default_rng(3)
+  params, x, y, order = _setup(rng, 3)
+  back = cluster_mlp_mgpu._unpack(*cluster_mlp_mgpu._pack(params))
+  for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  xs, onehot = cluster_mlp_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, 3)
+  assert xs.shape == (3, 64, 832) and onehot.shape == (3, 10, 64)
+  rows = np.asarray(xs.astype(jnp.float32)).reshape(192, 832)
+  np.testing.assert_array_equal(rows[:, :784], x[order[:192]].reshape(192, 784))
+  assert (rows[:, 784] == 255).all() and not rows[:, 785:].any()
+  np.testing.assert_array_equal(np.asarray(onehot).transpose(0, 2, 1).reshape(192, 10).argmax(1),
+                                y[order[:192]])
+
+
+@pytest.mark.parametrize("widths,batch,kw,message", [
+    ((784, 512, 256, 10), 64, {}, "it trains 784-256-10 networks, not 784-512-256-10"),
+    ((784, 10), 64, {}, "not 784-10"),
+    ((784, 256, 10), 128, {}, "it takes batch 64, not 128"),
+    ((784, 256, 10), 64, {"bias": False}, "it has biases"),
+    ((784, 256, 10), 64, {"optimizer": "momentum"}, "plain SGD, not momentum"),
+    ((784, 256, 10), 64, {"dtype": np.float64}, "float32, not float64"),
+])
+def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
+  args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32, **kw}
+  why = cluster_mlp_mgpu.problem(widths, batch, **args)
+  assert why is not None and message in why and "\n" not in why
+  assert cluster_mlp_mgpu.problem((784, 256, 10), 64, bias=True, optimizer="sgd",
+                             dtype=jnp.float32) is None
+
+
+def test_the_cpu_keeps_the_grid_kernel():
+  """The trainer takes cluster_mlp_mgpu only on a Hopper GPU (at any precision)."""
+  args = dict(head="xent", bias=True, optimizer="sgd", dtype=jnp.float32)
+  assert not dense_mgpu.on_hopper()  # No Hopper GPU in CI.
+  assert fused_epoch.cluster_kernel((784, 256, 10), 64, precision="float32", **args) is None
