@@ -67,8 +67,8 @@ def layout_rows(interpret, steps=200):
       b = jnp.zeros((256,))
 
       def body(wb, _, w_t=w_t, blocks=ops_lib.parse_blocks(blocks)):
-        y, vjp = jax.vjp(lambda w, b: dense.dense(x, w, b, True, "float32", blocks, interpret,
-                                                  w_t), *wb)
+        y, vjp = jax.vjp(lambda w, b: dense.dense(x, w, b, relu=True, blocks=blocks,
+                                                  interpret=interpret, w_transposed=w_t), *wb)
         dw, db = vjp(y)
         return (wb[0] - 1e-6 * dw, wb[1] - 1e-6 * db), None
 
@@ -124,7 +124,7 @@ def main(argv):
     blocks = (("block_m", bm), ("block_k", bk))
     return pallas_ops(interpret=interpret)._replace(
         dense_softmax_cross_entropy=lambda h, w, b, y: dense_xent.dense_softmax_cross_entropy(
-            h, w, b, y, "float32", blocks, interpret))
+            h, w, b, y, blocks=blocks, interpret=interpret))
 
   variants += [(f"pallas, fused head, blocks {bm}x{bk}", fused(bm, bk))
                for bm, bk in [(64, 128), (32, 64), (16, 32)]]

@@ -92,7 +92,9 @@ def dense_cases(rng, interpret):
         name = "x".join(str(v) for _, v in blocks) if blocks else "default"
         # W as stored (K, N), and pre-transposed (N, K), where dw comes back as (N, K).
         for w_t in (False, True):
-          op = lambda x, w, b: dense.dense(x, w, b, True, precision, blocks, interpret, w_t)
+          op = lambda x, w, b: dense.dense(x, w, b, relu=True, precision=precision,
+                                               blocks=blocks, interpret=interpret,
+                                               w_transposed=w_t)
           layout = " W(N,K)" if w_t else ""
           yield (f"dense+relu m={m} k={k} n={n} blocks={name}{layout}", precision,
                  dense_error(op, *inputs, w_transposed=w_t))
@@ -119,7 +121,7 @@ def xent_inputs(rng, m, c, scale):
 
 
 def xent_cases(rng, interpret):
-  op = lambda z, labels: softmax_xent.softmax_cross_entropy(z, labels, None, interpret)
+  op = lambda z, labels: softmax_xent.softmax_cross_entropy(z, labels, interpret=interpret)
   for m, c in XENT_SHAPES:
     for scale in (3.0, 1e4):
       yield (f"softmax_xent m={m} c={c} |z|~{scale:g}", "float32",
@@ -137,7 +139,7 @@ def triton_cases(rng, interpret):
   from triton_kernels import dense as t_dense, softmax_xent as t_xent
   for m, k, n in DENSE_SHAPES:
     for precision in TOLERANCE:
-      op = lambda x, w, b: t_dense.dense(x, w, b, True, precision)
+      op = lambda x, w, b: t_dense.dense(x, w, b, relu=True, precision=precision)
       yield (f"triton dense+relu m={m} k={k} n={n}", precision,
              dense_error(op, *dense_inputs(rng, m, k, n)))
   for m, c in XENT_SHAPES:
@@ -156,8 +158,8 @@ def head_cases(rng, interpret):
       b = (0.1 * rng.standard_normal(n)).astype(np.float32)
       labels = rng.integers(0, n, m).astype(np.int32)
       fn = jax.jit(jax.value_and_grad(
-          lambda h, w, b: dense_xent.dense_softmax_cross_entropy(h, w, b, labels, precision,
-                                                                 None, interpret),
+          lambda h, w, b: dense_xent.dense_softmax_cross_entropy(
+              h, w, b, labels, precision=precision, interpret=interpret),
           argnums=(0, 1, 2), has_aux=True))
       (loss, correct), grads = fn(h, w, b)
       h64, w64 = h.astype(np.float64), w.astype(np.float64)
@@ -188,7 +190,8 @@ def conv_pool_error(rng, n, h, cin, cout, precision, interpret):
   b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
   p = (h - 2) // 2
   dy = rng.standard_normal((n, p, p, cout), np.float32)
-  op = lambda x, w, b: conv_pool.conv_relu_pool(x, w, b, precision, None, interpret)
+  op = lambda x, w, b: conv_pool.conv_relu_pool(x, w, b, precision=precision,
+                                                       interpret=interpret)
   y, grads = jax.jit(lambda *a: (op(*a[:3]), jax.vjp(op, *a[:3])[1](a[3])))(x, w, b, dy)
   fwd, bwd = conv_pool._config(precision, None)
   arg = np.asarray(conv_pool.conv_relu_pool_fwd(x, w, b, precision=precision, wide=bwd["wide"],
@@ -215,7 +218,7 @@ def conv_stack_error(rng, n, h, c0, c1, c2, precision, interpret):
   b2 = (0.1 * rng.standard_normal(c2)).astype(np.float32)
   p = (h - 4) // 2
   dy = rng.standard_normal((n, p, p, c2), np.float32)
-  op = lambda *a: conv_stack.conv_stack(*a, precision, None, interpret)
+  op = lambda *a: conv_stack.conv_stack(*a, precision=precision, interpret=interpret)
   y, grads = jax.jit(lambda *a: (op(*a[:5]), jax.vjp(op, *a[:5])[1](a[5])))(
       x, w1, b1, w2, b2, dy)
   _, (_, y1, _, arg) = conv_stack._vjp_fwd(x, w1, b1, w2, b2, precision, None, interpret)
@@ -247,7 +250,8 @@ def conv_cases(rng, interpret):
         w = (rng.standard_normal((3, 3, cin, cout)) / np.sqrt(9 * cin)).astype(np.float32)
         b = (0.1 * rng.standard_normal(cout)).astype(np.float32)
         dy = rng.standard_normal((n, h - 2, h - 2, cout), np.float32)
-        op = lambda x, w, b: conv.conv_relu(x, w, b, precision, blocks, interpret)
+        op = lambda x, w, b: conv.conv_relu(x, w, b, precision=precision, blocks=blocks,
+                                                  interpret=interpret)
         y, grads = jax.jit(lambda *a: (op(*a[:3]), jax.vjp(op, *a[:3])[1](a[3])))(x, w, b, dy)
         x64, w64, b64 = (a.astype(np.float64) for a in (x, w, b))
         y64, cols = numpy_cnn.conv_relu(x64, w64, b64)
@@ -268,14 +272,14 @@ def conv_cases(rng, interpret):
   for n, h, c in [(1, 24, 32), (64, 24, 32), (3, 7, 5), (256, 24, 32)]:
     x = rng.standard_normal((n, h, h, c), np.float32)
     dy = rng.standard_normal((n, h // 2, h // 2, c), np.float32)
-    y, vjp = jax.vjp(lambda x: max_pool.max_pool(x, None, interpret), x)
+    y, vjp = jax.vjp(lambda x: max_pool.max_pool(x, interpret=interpret), x)
     ref_y, arg = numpy_cnn.max_pool(x.astype(np.float64))
     ref_dx = numpy_cnn.max_pool_backward(dy.astype(np.float64), arg, x.shape)
     yield f"max_pool n={n} h={h} c={c}", "float32", max(rel_err(y, ref_y),
                                                            rel_err(vjp(dy)[0], ref_dx))
   for n in (1, 256, 25600):
     p, t = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
-    loss, grad = jax.value_and_grad(lambda p: mse.mse(p, t, None, interpret))(p)
+    loss, grad = jax.value_and_grad(lambda p: mse.mse(p, t, interpret=interpret))(p)
     d = p.astype(np.float64) - t
     yield f"mse n={n}", "float32", max(rel_err(loss, np.mean(d * d)), rel_err(grad, 2 * d / n))
 
@@ -330,7 +334,7 @@ def step_cases(rng, interpret):
   f64 = lambda arrays: [a.astype(np.float64) for a in arrays]
   for momentum in (True, False):
     v = vels if momentum else None
-    ref_p, ref_v = sgd_parts.sgd_parts_reference(f64(parts), f64(params), v and f64(v), 0.1, 0.9,
+    ref_p, ref_v = sgd_parts.reference(f64(parts), f64(params), v and f64(v), 0.1, 0.9,
                                                  layouts)
     got_p, got_v, losses, correct = jax.jit(lambda a, p, v: sgd_parts.sgd_parts(
         a, p, v, layouts, 0.1, 0.9, jnp.arange(5.0), jnp.arange(5), 1, jnp.zeros(3),
@@ -521,8 +525,8 @@ def cluster_mlp_cases(rng, interpret):
     for precision in ("float32", "tf32", "bfloat16") if steps == 1 else ("float32",):
       @jax.jit
       def run(params, x, y, order):
-        xs, onehot = cluster_mlp_mgpu.batches(x, y, order, steps)
-        return cluster_mlp_mgpu.train(params, xs, onehot, lr, precision)
+        return cluster_mlp_mgpu.train_epoch(params, x, y, order, lr, steps=steps,
+                                            precision=precision)
       got, losses, _ = run(params, x, y, order)
       pairs = list(zip(jax.tree.leaves(got), ref_params))
       if precision != "float32":
@@ -560,7 +564,7 @@ def population_cases(rng, interpret):
     y = rng.integers(0, c, (members, b)).astype(np.int32)
     lr = rng.uniform(0.05, 0.5, members).astype(np.float32)
     with jax.enable_x64(True):
-      ref = jax.vmap(ps.step_reference)(*(jnp.asarray(w, jnp.float64) for w in weights), x, y,
+      ref = jax.vmap(ps.reference)(*(jnp.asarray(w, jnp.float64) for w in weights), x, y,
                                         jnp.asarray(lr, jnp.float64), x_next)
       ref = [np.asarray(r) for r in ref]
     for precision in TOLERANCE:

@@ -145,7 +145,7 @@ def triton_ops(precision: str = "float32") -> Ops:
     raise ValueError("impl='triton' covers the MLP family (dense layers), not convolutions")
 
   def dense_op(x, w, b=None, *, relu=False):
-    return dense_k.dense(x, w, b, relu, precision)
+    return dense_k.dense(x, w, b, relu=relu, precision=precision)
 
   def head_op(h, w, b, labels):
     return softmax_xent.softmax_cross_entropy(dense_op(h, w, b), labels)
@@ -174,19 +174,21 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
     return dense_k.dense(x, w, b, relu, precision, chosen, interpret)
 
   def xent_op(z, y):
-    return softmax_xent.softmax_cross_entropy(z, y, None, interpret)
+    return softmax_xent.softmax_cross_entropy(z, y, interpret=interpret)
 
   def head_op(h, w, b, labels):
     if b is None or w.shape[1] > dense_xent.MAX_CLASSES:  # The unfused kernels.
       return xent_op(dense_op(h, w, b), labels)
-    return dense_xent.dense_softmax_cross_entropy(h, w, b, labels, precision, None, interpret)
+    return dense_xent.dense_softmax_cross_entropy(h, w, b, labels, precision=precision,
+                                                  interpret=interpret)
 
   return Ops(dense=dense_op, softmax_cross_entropy=xent_op,
-             conv_relu=lambda x, w, b: conv.conv_relu(x, w, b, precision, None, interpret),
-             max_pool=lambda x: pool_k.max_pool(x, None, interpret),
-             mse=lambda pred, target: mse_k.mse(pred, target, None, interpret),
+             conv_relu=lambda x, w, b: conv.conv_relu(x, w, b, precision=precision,
+                                                           interpret=interpret),
+             max_pool=lambda x: pool_k.max_pool(x, interpret=interpret),
+             mse=lambda pred, target: mse_k.mse(pred, target, interpret=interpret),
              dense_softmax_cross_entropy=head_op,
-             conv_relu_pool=lambda x, w, b: conv_pool.conv_relu_pool(x, w, b, precision, None,
-                                                                     interpret),
+             conv_relu_pool=lambda x, w, b: conv_pool.conv_relu_pool(
+                 x, w, b, precision=precision, interpret=interpret),
              conv_stack=lambda x, w1, b1, w2, b2: conv_stack.conv_stack(
-                 x, w1, b1, w2, b2, precision, None, interpret))
+                 x, w1, b1, w2, b2, precision=precision, interpret=interpret))

@@ -74,7 +74,8 @@ def time_dense(m, k, n, relu, precision, blocks, repeats=20, interpret=None):
       rng.standard_normal((k, n), np.float32))
   b, dy = jnp.zeros((n,), jnp.float32), jnp.asarray(rng.standard_normal((m, n), np.float32))
   fn = jax.jit(lambda x, w, b: jax.vjp(
-      lambda *a: dense.dense(*a, relu, precision, blocks, interpret), x, w, b)[1](dy))
+      lambda *a: dense.dense(*a, relu=relu, precision=precision, blocks=blocks,
+                             interpret=interpret), x, w, b)[1](dy))
   jax.block_until_ready(fn(x, w, b))  # Compile and warm up.
   times = []
   for _ in range(repeats):

@@ -49,7 +49,7 @@ def train(lr: float, profile_dir: str | None = None):
   """A jitted function (w0 (32, H), w1 (H,), xs (S, 256, 32), ys (S, 256)) -> (w0, w1, losses)
   that runs the S SGD steps in one launch of the cluster kernel."""
   import jax
-  return jax.jit(lambda w0, w1, xs, ys: cluster_epoch_mgpu.train(w0, w1, xs, ys, lr, profile_dir))
+  return jax.jit(lambda w0, w1, xs, ys: cluster_epoch_mgpu.train_steps(w0, w1, xs, ys, lr, profile_dir))
 
 
 def reference(w0, w1, xs, ys, lr: float):

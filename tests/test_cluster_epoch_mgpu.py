@@ -19,7 +19,7 @@ def test_kernel_lowers(hidden, steps):
   """2 and 8 CTAs; one step, and an odd count (the last step outside the two-step loop)."""
   f32 = jnp.float32
   shapes = [((32, hidden), f32), ((hidden,), f32), ((steps, 256, 32), f32), ((steps, 256), f32)]
-  fn = jax.jit(lambda w0, w1, xs, ys: cluster_epoch_mgpu.train(w0, w1, xs, ys, 0.002))
+  fn = jax.jit(lambda w0, w1, xs, ys: cluster_epoch_mgpu.train_steps(w0, w1, xs, ys, 0.002))
   text = fn.trace(*(jax.ShapeDtypeStruct(s, d) for s, d in shapes)).lower(
       lowering_platforms=("cuda",)).as_text()
   assert "mosaic_gpu" in text

@@ -32,7 +32,7 @@ def test_kernel_lowers(steps, precision):
   f32 = jnp.float32
   layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
                         "b": jax.ShapeDtypeStruct((m,), f32)}
-  fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train(p, x, o, 0.5, precision))
+  fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5, precision))
   text = fn.trace([layer(784, 256), layer(256, 10)],
                   jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
                   jax.ShapeDtypeStruct((steps, 10, 64), jnp.bfloat16)).lower(

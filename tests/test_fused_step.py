@@ -24,7 +24,7 @@ def test_batch_conv_reads_its_batch_float64(n, side, cin, cout, batch, block_p):
     w, b = jnp.asarray(rng.normal(size=(3, 3, cin, cout))), jnp.asarray(rng.normal(size=cout))
     got = conv_batch.batch_conv(images, labels, order, 2, w, b, batch=batch, block_p=block_p,
                                 interpret=True)
-    ref = conv_batch.batch_conv_reference(images, labels, order, 2, batch, w, b)
+    ref = conv_batch.reference(images, labels, order, 2, batch, w, b)
   for a, r in zip(got, ref):
     assert a.shape == r.shape and a.dtype == r.dtype
     np.testing.assert_allclose(a, r, rtol=1e-12, atol=1e-12)
@@ -56,7 +56,7 @@ def test_sgd_parts_matches_reference_float64(momentum):
     params = [jnp.asarray(rng.normal(size=d)) for d, _, _ in specs]
     vels = [jnp.asarray(rng.normal(size=d)) for d, _, _ in specs] if momentum else None
     row_loss, row_correct = jnp.asarray(rng.random(7)), jnp.asarray(rng.integers(0, 2, 7))
-    ref_p, ref_v = sgd_parts.sgd_parts_reference(parts, params, vels, 0.1, 0.9, layouts)
+    ref_p, ref_v = sgd_parts.reference(parts, params, vels, 0.1, 0.9, layouts)
     got_p, got_v, losses, correct = sgd_parts.sgd_parts(
         parts, params, vels, layouts, 0.1, 0.9, row_loss, row_correct, 2, jnp.full(4, -1.0),
         jnp.full(4, -1, jnp.int32), interpret=True)

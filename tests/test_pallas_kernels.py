@@ -61,10 +61,10 @@ def test_dense_forward_and_grads(m, k, n, blocks, relu, bias):
   if relu:
     dy = clear_of_relu_kink(dy, z64)
 
-  fn = lambda x, w, b: dense_lib.dense(x, w, b, relu, "float32", blocks, True)
+  fn = lambda x, w, b: dense_lib.dense(x, w, b, relu=relu, blocks=blocks, interpret=True)
   y, vjp = jax.vjp(fn, x, w, b)
   dx, dw, db = vjp(jnp.asarray(dy))
-  ref = lambda x, w, b: dense_lib.dense_reference(x, w, b, relu=relu)
+  ref = lambda x, w, b: dense_lib.reference(x, w, b, relu=relu)
   y64, (dx64, dw64, db64) = reference_vjp(ref, [x, w, b], dy)
 
   assert rel_err(y, y64) < TOL
@@ -91,10 +91,11 @@ def test_dense_pretransposed_w(m, k, n, blocks):
   dy = clear_of_relu_kink(rng.standard_normal((m, n), np.float32),
                           x.astype(np.float64) @ w_t.T + b)
 
-  fn = lambda x, w_t, b: dense_lib.dense(x, w_t, b, True, "float32", blocks, True, True)
+  fn = lambda x, w_t, b: dense_lib.dense(x, w_t, b, relu=True, blocks=blocks, interpret=True,
+                                             w_transposed=True)
   y, vjp = jax.vjp(fn, x, w_t, b)
   dx, dw_t, db = vjp(jnp.asarray(dy))
-  ref = lambda x, w_t, b: dense_lib.dense_reference(x, w_t.T, b, relu=True)
+  ref = lambda x, w_t, b: dense_lib.reference(x, w_t.T, b, relu=True)
   y64, (dx64, dw_t64, db64) = reference_vjp(ref, [x, w_t, b], dy)
 
   assert dw_t.shape == (n, k)
@@ -150,9 +151,9 @@ def test_dense_large_batch_path(monkeypatch):
   b = rng.standard_normal(40).astype(np.float32)
   dy = clear_of_relu_kink(rng.standard_normal((300, 40), np.float32),
                           x.astype(np.float64) @ w + b)
-  fn = lambda x, w, b: dense_lib.dense(x, w, b, True, "float32", None, True)
+  fn = lambda x, w, b: dense_lib.dense(x, w, b, relu=True, interpret=True)
   y, vjp = jax.vjp(fn, x, w, b)
-  ref = lambda x, w, b: dense_lib.dense_reference(x, w, b, relu=True)
+  ref = lambda x, w, b: dense_lib.reference(x, w, b, relu=True)
   y64, want = reference_vjp(ref, [x, w, b], dy)
   assert rel_err(y, y64) < TOL
   for got, w64 in zip(vjp(jnp.asarray(dy)), want):
@@ -176,9 +177,9 @@ def test_dense_hopper_path(monkeypatch, relu, bias, precision):
   dy = rng.standard_normal((m, n), np.float32)
   if relu:
     dy = clear_of_relu_kink(dy, x.astype(np.float64) @ w + (0 if b is None else b))
-  fn = lambda x, w, b: dense_lib.dense(x, w, b, relu, precision, None, True)
+  fn = lambda x, w, b: dense_lib.dense(x, w, b, relu=relu, precision=precision, interpret=True)
   y, vjp = jax.vjp(fn, x, w, b)
-  ref = lambda x, w, b: dense_lib.dense_reference(x, w, b, relu=relu)
+  ref = lambda x, w, b: dense_lib.reference(x, w, b, relu=relu)
   y64, want = reference_vjp(ref, [x, w, b], dy)
   assert rel_err(y, y64) < TOL
   for got, w64 in zip(vjp(jnp.asarray(dy)), want):
@@ -193,7 +194,7 @@ def test_dense_reduced_precision(precision, tol):
   """Tolerances of the reduced modes (on CPU they compute more exactly than on a GPU)."""
   rng = np.random.default_rng()
   x, w = rng.standard_normal((64, 784), np.float32), rng.standard_normal((784, 256), np.float32)
-  y = dense_lib.dense(x, w, None, False, precision, None, True)
+  y = dense_lib.dense(x, w, None, precision=precision, interpret=True)
   assert rel_err(y, x.astype(np.float64) @ w) < tol
 
 
@@ -208,10 +209,10 @@ def test_softmax_xent_forward_and_grad(m, c, block_m):
   labels = rng.integers(0, c, m).astype(np.int32)
   blocks = (("block_m", block_m),)
   (loss, correct), vjp = jax.vjp(
-      lambda z: softmax_xent.softmax_cross_entropy(z, labels, blocks, True), z)
+      lambda z: softmax_xent.softmax_cross_entropy(z, labels, blocks=blocks, interpret=True), z)
   g = np.float32(rng.uniform(0.5, 2.0))
   dz, = vjp((jnp.asarray(g), np.zeros((), jax.dtypes.float0)))
-  ref = lambda z: softmax_xent.softmax_cross_entropy_reference(z, jnp.asarray(labels))[0]
+  ref = lambda z: softmax_xent.reference(z, jnp.asarray(labels))[0]
   loss64, (dz64,) = reference_vjp(ref, [z], g)
   assert rel_err(loss, loss64) < TOL
   assert rel_err(dz, dz64) < TOL
@@ -223,10 +224,10 @@ def test_softmax_xent_huge_logits():
                np.float32)
   labels = np.array([0, 1, 2, 1], np.int32)
   expected = np.mean([0.0, 2e4, np.log(1 + np.exp(-2) + np.exp(-1)) + 1.0, np.log(2)])
-  loss, correct = softmax_xent.softmax_cross_entropy(z, labels, None, True)
+  loss, correct = softmax_xent.softmax_cross_entropy(z, labels, interpret=True)
   assert np.isfinite(float(loss)) and abs(float(loss) / expected - 1) < 1e-6
   assert int(correct) == 1  # Row 3 ties: the first maximum (class 0) wins, as jnp.argmax.
-  dz = jax.grad(lambda z: softmax_xent.softmax_cross_entropy(z, labels, None, True)[0])(z)
+  dz = jax.grad(lambda z: softmax_xent.softmax_cross_entropy(z, labels, interpret=True)[0])(z)
   assert np.all(np.isfinite(dz))
   np.testing.assert_allclose(dz[1], np.array([0, -1, 1]) / 4, atol=1e-7)
 
@@ -261,9 +262,9 @@ def test_conv_relu_forward_and_grads(n, h, cin, cout, blocks):
     z64 = jax.lax.conv_general_dilated(x.astype(np.float64), w.astype(np.float64), (1, 1),
                                        "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
   dy = clear_of_relu_kink(dy, np.asarray(z64))
-  y, vjp = jax.vjp(lambda *a: conv.conv_relu(*a, "float32", blocks, True), x, w, b)
+  y, vjp = jax.vjp(lambda *a: conv.conv_relu(*a, blocks=blocks, interpret=True), x, w, b)
   grads = vjp(jnp.asarray(dy))
-  y64, grads64 = reference_vjp(lambda *a: conv.conv_relu_reference(*a), [x, w, b], dy)
+  y64, grads64 = reference_vjp(lambda *a: conv.reference(*a), [x, w, b], dy)
   assert rel_err(y, y64) < TOL
   for g, g64 in zip(grads, grads64):
     assert rel_err(g, g64) < TOL
@@ -286,13 +287,13 @@ def test_relu_gradient_at_zero_is_zero_in_every_impl():
   dy = rng.standard_normal((2, 4, 4, 4)).astype(np.float32)
   y, cols = numpy_cnn.conv_relu(x, w, b)
   want = numpy_cnn.conv_relu_backward(dy.reshape(y.shape), y, cols, w, x.shape)
-  for f in (ops.conv_relu, lambda *a: conv.conv_relu(*a, "float32", None, True)):
+  for f in (ops.conv_relu, lambda *a: conv.conv_relu(*a, interpret=True)):
     grads = jax.vjp(f, x, w, b)[1](jnp.asarray(dy))
     for g, g_want in zip(grads, want):
       np.testing.assert_allclose(g, np.reshape(g_want, g.shape), rtol=1e-5, atol=1e-6)
   w2 = rng.standard_normal((2, 4)).astype(np.float32)
   x2 = np.zeros((3, 2), np.float32)  # Every pre-activation exactly 0.
-  for f in (ops.dense, lambda *a, relu: dense_lib.dense(*a, relu, "float32", None, True)):
+  for f in (ops.dense, lambda *a, relu: dense_lib.dense(*a, relu=relu, interpret=True)):
     g = jax.grad(lambda b: f(x2, w2, b, relu=True).sum())(np.zeros(4, np.float32))
     assert np.all(np.asarray(g) == 0)
 
@@ -314,8 +315,8 @@ def test_conv_relu_pool_forward_and_grads(n, h, cin, cout, blocks):
   # Non-negative, as in the conv test: with one output channel db is one sum of signed terms that
   # can cancel (seen in CI: 1.3e-5 on a db of 0.0272). The kernels are linear in dy.
   dy = np.abs(rng.standard_normal((n, (h - 2) // 2, (h - 2) // 2, cout))).astype(np.float32)
-  y, vjp = jax.vjp(lambda *a: conv_pool.conv_relu_pool(*a, "float32", blocks, True), x, w, b)
-  y64, grads64 = reference_vjp(conv_pool.conv_relu_pool_reference, [x, w, b], dy)
+  y, vjp = jax.vjp(lambda *a: conv_pool.conv_relu_pool(*a, blocks=blocks, interpret=True), x, w, b)
+  y64, grads64 = reference_vjp(conv_pool.reference, [x, w, b], dy)
   assert rel_err(y, y64) < TOL
   for g, g64 in zip(vjp(jnp.asarray(dy)), grads64):
     assert rel_err(g, g64) < TOL
@@ -334,15 +335,15 @@ def test_conv_stack_forward_and_grads(n, h, c0, c1, c2, blocks):
   w2 = (rng.standard_normal((3, 3, c1, c2)) / np.sqrt(9 * c1)).astype(np.float32)
   b2 = (0.1 * rng.standard_normal(c2)).astype(np.float32)
   dy = np.abs(rng.standard_normal((n, (h - 4) // 2, (h - 4) // 2, c2))).astype(np.float32)
-  y, vjp = jax.vjp(lambda *a: conv_stack.conv_stack(*a, "float32", blocks, True),
+  y, vjp = jax.vjp(lambda *a: conv_stack.conv_stack(*a, blocks=blocks, interpret=True),
                    x, w1, b1, w2, b2)
   grads = vjp(jnp.asarray(dy))
-  mask = np.asarray(conv.conv_relu(x, w1, b1, "float32", blocks, True)) > 0  # The op's own.
+  mask = np.asarray(conv.conv_relu(x, w1, b1, blocks=blocks, interpret=True)) > 0  # The op's own.
 
   def reference(x, w1, b1, w2, b2):
     z1 = jax.lax.conv_general_dilated(x, w1, (1, 1), "VALID", precision="highest",
                                       dimension_numbers=("NHWC", "HWIO", "NHWC")) + b1
-    return conv_pool.conv_relu_pool_reference(jnp.where(mask, z1, 0.0), w2, b2)
+    return conv_pool.reference(jnp.where(mask, z1, 0.0), w2, b2)
 
   y64, grads64 = reference_vjp(reference, [x, w1, b1, w2, b2], dy)
   assert rel_err(y, y64) < TOL
@@ -379,7 +380,7 @@ def test_conv_relu_pool_ties_and_relu_kink_match_xla():
   w = np.ones((3, 3, 1, 2), np.float32)
   b = np.array([0.0, -100.0], np.float32)  # Channel 1 never positive.
   dy = np.arange(1, 9, dtype=np.float32).reshape(1, 2, 2, 2)
-  got = jax.vjp(lambda *a: conv_pool.conv_relu_pool(*a, "float32", None, True), x, w, b)[1](dy)
+  got = jax.vjp(lambda *a: conv_pool.conv_relu_pool(*a, interpret=True), x, w, b)[1](dy)
   want = jax.vjp(lambda *a: ops.max_pool(ops.conv_relu(*a)), x, w, b)[1](dy)
   for g, g_want in zip(got, want):
     np.testing.assert_allclose(g, g_want, rtol=1e-6, atol=1e-6)
@@ -390,15 +391,15 @@ def test_max_pool_forward_and_grad(n, h, c):
   rng = np.random.default_rng()
   x = rng.standard_normal((n, h, h, c), np.float32)
   dy = rng.standard_normal((n, h // 2, h // 2, c), np.float32)
-  y, vjp = jax.vjp(lambda x: max_pool.max_pool(x, None, True), x)
-  y_ref, vjp_ref = jax.vjp(max_pool.max_pool_reference, x)
+  y, vjp = jax.vjp(lambda x: max_pool.max_pool(x, interpret=True), x)
+  y_ref, vjp_ref = jax.vjp(max_pool.reference, x)
   np.testing.assert_array_equal(y, y_ref)  # A max is exact.
   np.testing.assert_array_equal(vjp(dy)[0], vjp_ref(dy)[0])
 
 
 def test_max_pool_ties_go_to_the_first():
   x = np.zeros((1, 2, 2, 1), np.float32)  # Four equal values: the first position wins.
-  dx = jax.grad(lambda x: max_pool.max_pool(x, None, True).sum())(x)
+  dx = jax.grad(lambda x: max_pool.max_pool(x, interpret=True).sum())(x)
   assert dx.ravel().tolist() == [1.0, 0.0, 0.0, 0.0]
   assert dx.ravel().tolist() == jax.grad(lambda x: ops.max_pool(x).sum())(x).ravel().tolist()
 
@@ -408,7 +409,7 @@ def test_mse_and_grad(n):
   rng = np.random.default_rng()
   p, t = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
   g = np.float32(rng.uniform(0.5, 2))
-  loss, vjp = jax.vjp(lambda p: mse.mse(p, t, None, True), p)
+  loss, vjp = jax.vjp(lambda p: mse.mse(p, t, interpret=True), p)
   loss64, (dp64,) = reference_vjp(lambda p: ops.mse(p, jnp.asarray(t, jnp.float64)), [p], g)
   assert rel_err(loss, loss64) < TOL
   assert rel_err(vjp(g)[0], dp64) < TOL
@@ -431,8 +432,8 @@ def test_dense_xent_forward_and_grads(m, k, n, blocks):
   b = (0.1 * rng.standard_normal(n)).astype(np.float32)
   labels = rng.integers(0, n, m).astype(np.int32)
   g = np.float32(rng.uniform(0.5, 2))
-  fn = lambda h, w, b: dense_xent.dense_softmax_cross_entropy(h, w, b, labels, "float32",
-                                                              blocks, True)
+  fn = lambda h, w, b: dense_xent.dense_softmax_cross_entropy(h, w, b, labels, blocks=blocks,
+                                                              interpret=True)
   (loss, correct), vjp = jax.vjp(fn, h, w, b)
   grads = vjp((jnp.asarray(g), np.zeros((), jax.dtypes.float0)))
   ref = lambda h, w, b: dense_xent.reference(h, w, b, jnp.asarray(labels))[0]

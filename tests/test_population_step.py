@@ -31,7 +31,7 @@ def test_one_step_matches_reference_float64(b, k, n, c, uint8):
   with jax.enable_x64(True):
     w0, b0, w1, b1, x, x_next, y = _draw(np.random.default_rng(), b, k, n, c, uint8)
     lr = 0.37
-    want = ps.step_reference(w0, b0, w1, b1, x, y, lr, x_next)
+    want = ps.reference(w0, b0, w1, b1, x, y, lr, x_next)
     fwd = dict(block_k=16, block_n=32, interpret=True)
     w0_same, h = ps.update_forward(w0, None, None, x, b0, **fwd)
     gs, nb0, nw1, nb1, rows, correct = ps.head_update(h, y, b0, w1, b1, lr, block_k=16,

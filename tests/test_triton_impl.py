@@ -47,7 +47,7 @@ def test_dense_against_float64(m, k, n, relu, bias):
   w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
   b = rng.standard_normal(n).astype(np.float32) if bias else None
   dy = rng.standard_normal((m, n), np.float32)
-  op = lambda x, w, b: dense.dense(x, w, b, relu, "float32")
+  op = lambda x, w, b: dense.dense(x, w, b, relu=relu, precision="float32")
   y, vjp = jax.vjp(op, x, w, b)
   dx, dw, db = vjp(dy)
   x64, w64 = x.astype(np.float64), w.astype(np.float64)

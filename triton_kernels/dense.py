@@ -28,7 +28,7 @@ BLOCKS = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
 NUM_WARPS = 4
 
 
-def dense_reference(x, w, b=None, *, relu=False):
+def reference(x, w, b=None, *, relu=False):
   """The plain-jnp twin: ``act(x @ w + b)`` with exact float32 products."""
   y = jnp.dot(x, w, precision=lax.Precision.HIGHEST)
   if b is not None:
@@ -159,8 +159,7 @@ def dense_dw(x, dy, y, *, relu: bool, precision: str, blocks=None):
 # The differentiable op -------------------------------------------------------------------------
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def dense(x, w, b=None, relu=False, precision="float32"):
-  """``act(x @ w + b)`` through Triton kernels, forward and backward. ``b`` may be None."""
+def _dense(x, w, b=None, relu=False, precision="float32"):
   return dense_fwd(x, w, b, relu=relu, precision=precision)
 
 
@@ -176,4 +175,9 @@ def _dense_vjp_bwd(relu, precision, res, dy):
   return dx, dw, db if b is not None else None
 
 
-dense.defvjp(_dense_vjp_fwd, _dense_vjp_bwd)
+_dense.defvjp(_dense_vjp_fwd, _dense_vjp_bwd)
+
+
+def dense(x, w, b=None, *, relu=False, precision="float32"):
+  """``act(x @ w + b)`` through Triton kernels, forward and backward. ``b`` may be None."""
+  return _dense(x, w, b, relu, precision)

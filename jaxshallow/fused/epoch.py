@@ -135,8 +135,8 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
                                                use_kernel=True)
     return params, opt_state, epoch_metrics(losses, None, batch_size, xent=False)
   if cluster is cluster_mlp_mgpu:
-    xs, onehot = cluster_mlp_mgpu.batches(x, labels, order, steps)
-    params, losses, correct = cluster_mlp_mgpu.train(params, xs, onehot, tx.lr, precision)
+    params, losses, correct = cluster_mlp_mgpu.train_epoch(params, x, labels, order, tx.lr,
+                                                           steps=steps, precision=precision)
     return params, opt_state, epoch_metrics(losses, correct, batch_size)
   momentum = name == "momentum"
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],

@@ -242,7 +242,7 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
       ])
 
 
-def train(w0, w1, xs, ys, lr: float, profile_dir: str | None = None):
+def train_steps(w0, w1, xs, ys, lr: float, profile_dir: str | None = None):
   """``steps`` SGD steps in one launch: w0 (32, H), w1 (H,), xs (steps, 256, 32), ys (steps,
   256) float32. Returns (w0, w1, losses), losses (steps,) each step's mean squared error before
   its update. Hopper only; ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its
@@ -258,7 +258,7 @@ def train(w0, w1, xs, ys, lr: float, profile_dir: str | None = None):
 
 
 def reference(w0, w1, xs, ys, lr: float):
-  """The plain-jnp twin of ``train``: the same steps, products at ``w0``'s dtype's full
+  """The plain-jnp twin of ``train_steps``: the same steps, products at ``w0``'s dtype's full
   precision, outputs summed over the 64-unit groups in order and the gradients taken through
   m, as the kernel does."""
   hi = lax.Precision.HIGHEST
@@ -291,7 +291,7 @@ def train_epoch(params, x, y, order, lr: float, *, steps: int, use_kernel: bool)
   xs = x[idx].astype(jnp.float32).reshape(steps, BATCH, INPUTS)
   ys = y[idx].astype(jnp.float32).reshape(steps, BATCH)
   w0, w1 = params[0]["w"], params[1]["w"][:, 0]
-  run = train if use_kernel else reference
+  run = train_steps if use_kernel else reference
   w0, w1, losses = run(w0, w1, xs, ys, lr)
   return [{"w": w0}, {"w": w1[:, None]}], losses
 

@@ -561,7 +561,7 @@ def batches(x, labels, order, steps: int):
   return xs, onehot.transpose(0, 2, 1)
 
 
-def train(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False,
+def train_steps(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False,
           profile_dir: str | None = None):
   """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params,
   losses (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
@@ -575,8 +575,15 @@ def train(params, xs, onehot, lr: float, precision: str = "float32", interpret: 
   return _unpack(w0p, small), losses, jnp.sum(metrics[:, 1], axis=1).astype(jnp.int32)
 
 
+
+def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: str = "float32"):
+  """One epoch: ``steps`` batches of ``x`` (N, 784) uint8 pixels and integer ``labels`` (N,)
+  gathered in ``order``, then ``train_steps``. Returns (params, losses, correct counts)."""
+  xs, onehot = batches(x, labels, order, steps)
+  return train_steps(params, xs, onehot, lr, precision)
+
 def reference(params, xs, onehot, lr: float):
-  """The plain-jnp twin of ``train``: the same steps at params' dtype's full precision, the
+  """The plain-jnp twin of ``train_steps``: the same steps at params' dtype's full precision, the
   pixels' 1/255 applied after the first product (b0 in it, as W0's row 784) and the logits
   summed over the 16-unit groups in order, as the kernel does."""
   hi = lax.Precision.HIGHEST

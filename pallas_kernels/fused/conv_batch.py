@@ -22,12 +22,12 @@ from pallas_kernels import common
 from pallas_kernels.ops import conv
 
 
-def batch_conv_reference(images, labels, order, step, batch, w, b):
+def reference(images, labels, order, step, batch, w, b):
   """The plain-jnp twin: (ReLU(conv(x) + b), x, y) for x, y the step's batch as floats in
   [0, 1] and int32."""
   rows = order[step * batch:(step + 1) * batch]
   x = conv.pixels(images[rows])
-  return conv.conv_relu_reference(x, w, b), x, labels[rows].astype(jnp.int32)
+  return conv.reference(x, w, b), x, labels[rows].astype(jnp.int32)
 
 
 def batch_conv_kernel(images_ref, labels_ref, order_ref, step_ref, w_ref, b_ref, y_ref, x_ref,

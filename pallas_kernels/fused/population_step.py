@@ -17,7 +17,7 @@ because step s's update and step s+1's forward meet on the same tile of W0:
 A training step is ``head_update`` then ``update_forward``; an epoch runs them in a ``lax.scan``
 (``jaxshallow.population``). Images may be uint8 (scaled by 1/255 as they are loaded) or float.
 Every reduction is inside one program, in an order fixed at compile time, so results repeat bit
-for bit. ``step_reference`` is the plain-jnp twin of one step.
+for bit. ``reference`` is the plain-jnp twin of one step.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def pixels(x):
   return x.astype(jnp.float32) / 255.0 if x.dtype == jnp.uint8 else x
 
 
-def step_reference(w0, b0, w1, b1, x, y, lr, x_next):
+def reference(w0, b0, w1, b1, x, y, lr, x_next):
   """The plain-jnp twin of one step: SGD on batch (x, y), then the hidden activations of
   ``x_next`` under the new weights. Returns (w0, b0, w1, b1, h_next, row_loss, row_correct)."""
   hi = lax.Precision.HIGHEST

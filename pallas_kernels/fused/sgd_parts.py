@@ -61,7 +61,7 @@ def _blocks(parts: int, size: int):
   return block, min(pl.next_power_of_2(parts), max(1, TILE // block))
 
 
-def sgd_parts_reference(parts, params, velocities, lr, momentum, layouts):
+def reference(parts, params, velocities, lr, momentum, layouts):
   """The plain-jnp twin: new (params, velocities); ``velocities`` None for plain SGD."""
   new_p, new_v = [], []
   for i, (part, p, lay) in enumerate(zip(parts, params, layouts)):

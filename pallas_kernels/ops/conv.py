@@ -101,7 +101,7 @@ def config(precision, blocks=None, cin=None) -> dict:
   return cfg
 
 
-def conv_relu_reference(x, w, b):
+def reference(x, w, b):
   """The plain-jnp twin, with exact float32 products."""
   y = jax.lax.conv_general_dilated(x, w, (1, 1), "VALID", precision=jax.lax.Precision.HIGHEST,
                                    dimension_numbers=("NHWC", "HWIO", "NHWC"))
@@ -388,15 +388,14 @@ def sum_dw_parts(dw_parts, db_parts, cin, cout, add=common.sum_parts):
 # The differentiable op -------------------------------------------------------------------------
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
-def conv_relu(x, w, b, precision="float32", blocks=None, interpret=False):
-  """``ReLU(conv3x3_valid(x, w) + b)`` through Pallas kernels, forward and backward."""
+def _conv_relu(x, w, b, precision="float32", blocks=None, interpret=False):
   cfg = config(precision, blocks)
   return conv_fwd(x, w, b, precision=precision, block_p=cfg["fwd_p"],
                   num_warps=cfg["fwd_warps"], wide=cfg["wide"], interpret=interpret)
 
 
 def _conv_vjp_fwd(x, w, b, precision, blocks, interpret):
-  y = conv_relu(x, w, b, precision, blocks, interpret)
+  y = _conv_relu(x, w, b, precision, blocks, interpret)
   return y, (x, w, y)
 
 
@@ -413,4 +412,9 @@ def _conv_vjp_bwd(precision, blocks, interpret, res, dy):
   return dx, dw, db
 
 
-conv_relu.defvjp(_conv_vjp_fwd, _conv_vjp_bwd)
+_conv_relu.defvjp(_conv_vjp_fwd, _conv_vjp_bwd)
+
+
+def conv_relu(x, w, b, *, precision="float32", blocks=None, interpret=False):
+  """``ReLU(conv3x3_valid(x, w) + b)`` through Pallas kernels, forward and backward."""
+  return _conv_relu(x, w, b, precision, blocks, interpret)

@@ -50,9 +50,9 @@ DEFAULT_BLOCKS = {"float32": dict(block_q=32, num_warps=4, patch=False, winograd
                   "tensor": dict(block_q=64, num_warps=4, patch=True, winograd=False)}
 
 
-def conv_relu_pool_reference(x, w, b):
+def reference(x, w, b):
   """The plain-jnp twin, with exact float32 products."""
-  return max_pool.max_pool_reference(conv.conv_relu_reference(x, w, b))
+  return max_pool.reference(conv.reference(x, w, b))
 
 
 def head_logits_tile(head_ref, y, q, ok, cout, n_classes):
@@ -160,8 +160,7 @@ def conv_relu_pool_fwd(x, w, b, *, head_w=None, precision="float32", block_q=32,
 # The differentiable op -------------------------------------------------------------------------
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
-def conv_relu_pool(x, w, b, precision="float32", blocks=None, interpret=False):
-  """``max_pool(ReLU(conv3x3_valid(x, w) + b))`` through Pallas kernels, forward and backward."""
+def _conv_relu_pool(x, w, b, precision="float32", blocks=None, interpret=False):
   return _vjp_fwd(x, w, b, precision, blocks, interpret)[0]
 
 
@@ -199,4 +198,9 @@ def _vjp_bwd(precision, blocks, interpret, res, dy):
   return dx, dw, db
 
 
-conv_relu_pool.defvjp(_vjp_fwd, _vjp_bwd)
+_conv_relu_pool.defvjp(_vjp_fwd, _vjp_bwd)
+
+
+def conv_relu_pool(x, w, b, *, precision="float32", blocks=None, interpret=False):
+  """``max_pool(ReLU(conv3x3_valid(x, w) + b))`` through Pallas kernels, forward and backward."""
+  return _conv_relu_pool(x, w, b, precision, blocks, interpret)

@@ -33,9 +33,9 @@ from pallas_kernels import common
 from pallas_kernels.ops import conv, conv_pool, max_pool
 
 
-def conv_stack_reference(x, w1, b1, w2, b2):
+def reference(x, w1, b1, w2, b2):
   """The plain-jnp twin, with exact float32 products."""
-  return conv_pool.conv_relu_pool_reference(conv.conv_relu_reference(x, w1, b1), w2, b2)
+  return conv_pool.reference(conv.reference(x, w1, b1), w2, b2)
 
 
 # The backward kernel of the upper convolution runs its dw (``conv.dw_program``) in one kind
@@ -117,14 +117,12 @@ def backward_parts(g, w2, y1, x, *, precision, cfg, interpret=False):
 # The differentiable op -------------------------------------------------------------------------
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7))
-def conv_stack(x, w1, b1, w2, b2, precision="float32", blocks=None, interpret=False):
-  """``max_pool(ReLU(conv(ReLU(conv(x, w1) + b1), w2) + b2))`` through Pallas kernels; x gets
-  no gradient (a zero cotangent)."""
+def _conv_stack(x, w1, b1, w2, b2, precision="float32", blocks=None, interpret=False):
   return _vjp_fwd(x, w1, b1, w2, b2, precision, blocks, interpret)[0]
 
 
 def _vjp_fwd(x, w1, b1, w2, b2, precision, blocks, interpret):
-  y1 = conv.conv_relu(x, w1, b1, precision, blocks, interpret)
+  y1 = conv.conv_relu(x, w1, b1, precision=precision, blocks=blocks, interpret=interpret)
   return upper_forward(x, y1, w2, b2, precision, blocks, interpret)[:2]
 
 
@@ -167,4 +165,10 @@ def _vjp_bwd(precision, blocks, interpret, res, dy):
   return jnp.zeros_like(x), dw1, db1, dw2, db2
 
 
-conv_stack.defvjp(_vjp_fwd, _vjp_bwd)
+_conv_stack.defvjp(_vjp_fwd, _vjp_bwd)
+
+
+def conv_stack(x, w1, b1, w2, b2, *, precision="float32", blocks=None, interpret=False):
+  """``max_pool(ReLU(conv(ReLU(conv(x, w1) + b1), w2) + b2))`` through Pallas kernels; x gets
+  no gradient (a zero cotangent)."""
+  return _conv_stack(x, w1, b1, w2, b2, precision, blocks, interpret)

@@ -30,7 +30,7 @@ from pallas_kernels import common
 from pallas_kernels.ops import dense_mgpu
 
 
-def dense_reference(x, w, b=None, *, relu=False):
+def reference(x, w, b=None, *, relu=False):
   """The plain-jnp twin: ``act(x @ w + b)`` with exact float32 products."""
   y = jnp.dot(x, w, precision=lax.Precision.HIGHEST)
   if b is not None:
@@ -265,13 +265,8 @@ def uses_hopper(m: int, k: int, n: int, precision: str, blocks, w_transposed: bo
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6, 7))
-def dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=False,
-          w_transposed=False):
-  """``act(x @ w + b)`` through Pallas kernels, forward and backward. ``b`` may be None.
-
-  ``blocks`` is a hashable tuple of (name, value) pairs overriding ``default_blocks``.
-  ``w_transposed``: ``w`` is stored as (N, K), and computes ``act(x @ w.T + b)``.
-  """
+def _dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=False,
+           w_transposed=False):
   if uses_hopper(*x.shape, w.shape[-1], precision, blocks, w_transposed, interpret):
     return dense_mgpu.dense_forward(x, w, b, relu=relu, x3=precision == "float32",
                                       interpret=interpret)[0]
@@ -284,7 +279,7 @@ def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
     y, xt = dense_mgpu.dense_forward(x, w, b, relu=relu, x3=precision == "float32",
                                        interpret=interpret)
     return y, (xt, w, b, y if relu else None)  # dW's wgmma takes x^T (K-major in the batch)
-  y = dense(x, w, b, relu, precision, blocks, interpret, w_transposed)
+  y = _dense(x, w, b, relu, precision, blocks, interpret, w_transposed)
   dw_blocks = kernel_blocks(*x.shape, precision, "dw", blocks, w_transposed)
   if dw_blocks.get("x_transposed"):
     x = x.T  # What dw reads; XLA writes it beside x where x is its own output.
@@ -304,4 +299,14 @@ def _dense_vjp_bwd(relu, precision, blocks, interpret, w_transposed, res, dy):
   return dx, dw, db
 
 
-dense.defvjp(_dense_vjp_fwd, _dense_vjp_bwd)
+_dense.defvjp(_dense_vjp_fwd, _dense_vjp_bwd)
+
+
+def dense(x, w, b=None, *, relu=False, precision="float32", blocks=None, interpret=False,
+          w_transposed=False):
+  """``act(x @ w + b)`` through Pallas kernels, forward and backward. ``b`` may be None.
+
+  ``blocks`` is a hashable tuple of (name, value) pairs overriding ``default_blocks``.
+  ``w_transposed``: ``w`` is stored as (N, K), and computes ``act(x @ w.T + b)``.
+  """
+  return _dense(x, w, b, relu, precision, blocks, interpret, w_transposed)

@@ -34,10 +34,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from pallas_kernels import common
-from pallas_kernels.ops import max_pool
-from pallas_kernels.ops.dense import dense_reference
-from pallas_kernels.ops.softmax_xent import (row_stats, softmax_cross_entropy_reference,
-                                             softmax_minus_onehot)
+from pallas_kernels.ops import dense, max_pool, softmax_xent
+from pallas_kernels.ops.softmax_xent import row_stats, softmax_minus_onehot
 
 # 16x128 measured fastest for the MLP at batch 64 on the H200 (docs/PERFORMANCE.md): four
 # programs share the batch, and K=256 takes two steps. From LARGE_ROWS rows on, 64-row blocks:
@@ -60,7 +58,7 @@ UNROLL_SLICES = 64
 
 def reference(h, w, b, labels):
   """The plain-jnp twin: ``softmax_cross_entropy(h @ w + b, labels)``."""
-  return softmax_cross_entropy_reference(dense_reference(h, w, b), labels)
+  return softmax_xent.reference(dense.reference(h, w, b), labels)
 
 
 def _loss_and_dz(z, b_ref, labels_ref, loss_ref, correct_ref, i, m, block_m, n_classes,
@@ -251,9 +249,8 @@ def head_call(h, w, b, labels, *, with_grads, precision="float32", block_m=16, b
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
-def dense_softmax_cross_entropy(h, w, b, labels, precision="float32", blocks=None,
-                                interpret=False):
-  """``softmax_cross_entropy(h @ w + b, labels)`` -> (mean loss, number correct), fused."""
+def _dense_softmax_cross_entropy(h, w, b, labels, precision="float32", blocks=None,
+                                 interpret=False):
   sizes = choose_blocks(*h.shape, blocks)
   sizes.pop("split", None)  # Evaluation: the one-launch form.
   loss, correct = head_call(h, w, b, labels, with_grads=False, precision=precision,
@@ -273,4 +270,10 @@ def _vjp_bwd(precision, blocks, interpret, res, cotangents):
   return g * dh, g * dw, g * db, None
 
 
-dense_softmax_cross_entropy.defvjp(_vjp_fwd, _vjp_bwd)
+_dense_softmax_cross_entropy.defvjp(_vjp_fwd, _vjp_bwd)
+
+
+def dense_softmax_cross_entropy(h, w, b, labels, *, precision="float32", blocks=None,
+                                interpret=False):
+  """``softmax_cross_entropy(h @ w + b, labels)`` -> (mean loss, number correct), fused."""
+  return _dense_softmax_cross_entropy(h, w, b, labels, precision, blocks, interpret)

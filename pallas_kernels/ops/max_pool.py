@@ -21,7 +21,7 @@ from pallas_kernels import common
 DEFAULT_BLOCKS = dict(block_p=128)
 
 
-def max_pool_reference(x):
+def reference(x):
   """The plain-jnp twin."""
   return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
@@ -108,7 +108,7 @@ def pool_bwd(dy, arg, x_shape, *, block_p=128, num_warps=4, interpret=False):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
-def max_pool(x, blocks=None, interpret=False):
+def _max_pool(x, blocks=None, interpret=False):
   return pool_fwd(x, interpret=interpret, **common.blocks(DEFAULT_BLOCKS, blocks))[0]
 
 
@@ -123,4 +123,8 @@ def _pool_vjp_bwd(blocks, interpret, res, dy):
                    **common.blocks(DEFAULT_BLOCKS, blocks)),)
 
 
-max_pool.defvjp(_pool_vjp_fwd, _pool_vjp_bwd)
+_max_pool.defvjp(_pool_vjp_fwd, _pool_vjp_bwd)
+
+
+def max_pool(x, *, blocks=None, interpret=False):
+  return _max_pool(x, blocks, interpret)

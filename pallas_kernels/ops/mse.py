@@ -16,7 +16,7 @@ from jax.experimental import pallas as pl
 from pallas_kernels import common
 
 
-def mse_reference(pred, target):
+def reference(pred, target):
   """The plain-jnp twin."""
   return jnp.mean(jnp.square(pred - target))
 
@@ -49,8 +49,7 @@ def _call(kernel, pred, *args, block_m, interpret, name):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
-def mse(pred, target, blocks=None, interpret=False):
-  """``mean((pred - target)**2)`` for 1-D ``pred`` and ``target``."""
+def _mse(pred, target, blocks=None, interpret=False):
   bl = common.blocks(DEFAULT_BLOCKS, blocks)
   # Summed in a fixed order: XLA's own reduction may round differently from process to process.
   return common.fixed_order_mean(_call(sq_err_kernel, pred, target.astype(pred.dtype),
@@ -58,7 +57,7 @@ def mse(pred, target, blocks=None, interpret=False):
 
 
 def _mse_vjp_fwd(pred, target, blocks, interpret):
-  return mse(pred, target, blocks, interpret), (pred, target)
+  return _mse(pred, target, blocks, interpret), (pred, target)
 
 
 def _mse_vjp_bwd(blocks, interpret, res, g):
@@ -69,4 +68,9 @@ def _mse_vjp_bwd(blocks, interpret, res, g):
   return d, None
 
 
-mse.defvjp(_mse_vjp_fwd, _mse_vjp_bwd)
+_mse.defvjp(_mse_vjp_fwd, _mse_vjp_bwd)
+
+
+def mse(pred, target, *, blocks=None, interpret=False):
+  """``mean((pred - target)**2)`` for 1-D ``pred`` and ``target``."""
+  return _mse(pred, target, blocks, interpret)

@@ -23,7 +23,7 @@ from jax.experimental import pallas as pl
 from pallas_kernels import common
 
 
-def softmax_cross_entropy_reference(logits, labels):
+def reference(logits, labels):
   """The plain-jnp twin: (mean loss, number of rows whose argmax is the label)."""
   logz = jax.nn.logsumexp(logits, axis=-1)
   picked = jnp.take_along_axis(logits, labels[:, None].astype(jnp.int32), axis=-1)[:, 0]
@@ -100,8 +100,7 @@ def xent_bwd(logits, labels, logsum, scale, *, block_m=64, num_warps=4, interpre
 # The differentiable op -------------------------------------------------------------------------
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
-def softmax_cross_entropy(logits, labels, blocks=None, interpret=False):
-  """``(mean loss, number of correct predictions)`` for integer ``labels`` in [0, C)."""
+def _softmax_cross_entropy(logits, labels, blocks=None, interpret=False):
   loss, _, correct = xent_fwd(logits, labels.astype(jnp.int32), interpret=interpret,
                               **common.blocks(DEFAULT_BLOCKS, blocks))
   return common.fixed_order_mean(loss), jnp.sum(correct)
@@ -123,4 +122,9 @@ def _xent_vjp_bwd(blocks, interpret, res, cotangents):
   return dz, None
 
 
-softmax_cross_entropy.defvjp(_xent_vjp_fwd, _xent_vjp_bwd)
+_softmax_cross_entropy.defvjp(_xent_vjp_fwd, _xent_vjp_bwd)
+
+
+def softmax_cross_entropy(logits, labels, *, blocks=None, interpret=False):
+  """``(mean loss, number of correct predictions)`` for integer ``labels`` in [0, C)."""
+  return _softmax_cross_entropy(logits, labels, blocks, interpret)
