@@ -29,8 +29,8 @@ import numpy as np
 from absl import app, flags, logging
 
 from benchmarks import torch_peer
+from jaxshallow import data, paths
 from jaxshallow.run import config, runner, trainers
-from jaxshallow import data
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression"],
                                "Workloads: mlp, cnn, logreg, regression.")
@@ -116,8 +116,8 @@ def build_cases(impls: list[str]) -> list[Case]:
       if workload == "cnn":
         over.setdefault("train_limit", _NUMPY_CNN_LIMIT.value)
     # The torch peer reads only the model settings; "xla" stands in for the impl field.
-    return config.resolve(dataclasses.replace(c, impl="xla" if "torch" in impl else impl,
-                                              **over))
+    return paths.resolve(config.resolve(
+        dataclasses.replace(c, impl="xla" if "torch" in impl else impl, **over)))
 
   peers = [f"torch-{m}" for m in _TORCH_MODES.value] if "torch" in impls else []
   fast_peers = [p for p in peers if p != "torch-eager"]

@@ -21,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags, logging
 
-from jaxshallow.run import config, runner, trainers
 from jaxshallow import ops
+from jaxshallow.run import config, runner, trainers
 from pallas_kernels.ops import dense as pallas_dense
 from pallas_kernels.ops import softmax_xent as pallas_xent
 

@@ -16,8 +16,8 @@ import jax
 from absl import app, flags, logging
 
 from experiments import config_flags
-from jaxshallow.run import config, population_run, runner
 from jaxshallow import data
+from jaxshallow.run import config, population_run, runner
 
 _SIZES = flags.DEFINE_list("sizes", ["1", "8", "64", "512"], "Population sizes.")
 _IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Impls: xla, pallas (its default: the "
@@ -108,7 +108,7 @@ def main(argv):
     counts = [int(c) for c in _COUNTS.value]
     if _OUT.value:
       runner.check_writable(_OUT.value)
-    base = config_flags.config_from_flags()
+    base = config.resolve(config_flags.config_from_flags())
     if base.model not in ("mlp", "logreg"):
       raise config.ConfigError("the population bench measures the mlp and logreg models")
     available = len(jax.devices())

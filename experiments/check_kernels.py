@@ -419,7 +419,7 @@ def epoch_cases(rng, interpret):
       ref_losses, ref_params = refs[steps]
       plan = mlp_epoch.make_plan(widths, batch, steps, head=head, bias=head == "xent",
                                  momentum=optimizer == "momentum", precision=precision,
-                                 max_programs=fused_epoch._max_programs())
+                                 max_programs=fused_epoch.max_programs())
       fn = jax.jit(functools.partial(mlp_epoch.train_epoch, plan=plan, fused=not interpret,
                                      interpret=interpret))
       got, _, losses, _ = fn(params, None, x, y, order, lr, 0.9)
@@ -542,7 +542,7 @@ def barrier_cases(rng, interpret):
   if interpret:
     print("skip grid barrier stress: interpret mode")
     return
-  for programs in sorted({16, 128, fused_epoch._max_programs()}):
+  for programs in sorted({16, 128, fused_epoch.max_programs()}):
     for warps in (4, 8):
       bad = np.asarray(mlp_epoch.barrier_stress(programs, _BARRIER_ROUNDS.value,
                                                 num_warps=warps))

@@ -25,8 +25,8 @@ if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):  # Before
 from absl import app, flags, logging
 
 from experiments import config_flags
-from jaxshallow.run import config, runner, trainers
 from jaxshallow import data
+from jaxshallow.run import config, runner, trainers
 
 _IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Reference impl, then the one to check.")
 _TOL = flags.DEFINE_float("tolerance", 1e-3, "Allowed relative difference of lockstep losses.")
@@ -70,8 +70,8 @@ def main(argv):
     if len(_IMPLS.value) != 2:
       raise config.ConfigError(f"--impls takes two impls, got {','.join(_IMPLS.value)}")
     # --fusion picks among the Pallas kernels: the other impl of the pair runs as it is.
-    cfgs = [config_flags.config_from_flags(impl=i, **({} if i == "pallas" else {"fusion": None}))
-            for i in _IMPLS.value]
+    cfgs = [config.resolve(config_flags.config_from_flags(
+        impl=i, **({} if i == "pallas" else {"fusion": None}))) for i in _IMPLS.value]
     if _OUT.value:
       runner.check_writable(_OUT.value)
     result = compare(*cfgs)

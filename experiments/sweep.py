@@ -20,8 +20,8 @@ import sys
 from absl import app, flags, logging
 
 from experiments import config_flags, distributed_flags
-from jaxshallow.run import config, population_run, runner
 from jaxshallow import data
+from jaxshallow.run import config, population_run, runner
 
 _LRS = flags.DEFINE_list("lrs", ["0.05", "0.1"], "Learning rates to try.")
 _SEEDS = flags.DEFINE_string("seeds", "0,1,2", "Seeds to try each with: 0,1,2 or a range 0-15.")
@@ -106,9 +106,9 @@ def main(argv):
   try:
     distributed_flags.initialize()
     seeds, lrs = parse_seeds(_SEEDS.value), parse_lrs(_LRS.value)
-    cfg = config_flags.config_from_flags()
-    holdout = 0 if cfg.model == "regression" else _HOLDOUT.value
-    cfg = config_flags.config_from_flags(holdout=holdout)
+    model = config_flags.config_from_flags().model
+    holdout = 0 if model == "regression" else _HOLDOUT.value
+    cfg = config.resolve(config_flags.config_from_flags(holdout=holdout))
     if _OUT.value:
       runner.check_writable(_OUT.value)
     stat_name = ("final MSE on the training set" if cfg.model == "regression" else

@@ -160,6 +160,7 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
   """The ops of ``pallas_kernels``; ``interpret=None`` compiles on GPUs and interprets
   elsewhere. ``blocks`` sets the dense kernels' block sizes (``parse_blocks``)."""
   # Imported here: Pallas is needed only by this impl.
+  from jaxshallow import paths
   from pallas_kernels import autotune, common
   from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense as dense_k, dense_xent,
                                   max_pool as pool_k, mse as mse_k, softmax_xent)
@@ -171,20 +172,23 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
     chosen = fixed
     if fixed == "auto":
       chosen = autotune.lookup(x.shape[0], w.shape[0], w.shape[1], relu, precision)
-    return dense_k.dense(x, w, b, relu, precision, chosen, interpret)
+    hopper = paths.dense_on_hopper(x.shape[0], w.shape[0], w.shape[1], precision, chosen,
+                                   False, interpret)
+    return dense_k.dense(x, w, b, relu=relu, precision=precision, blocks=chosen,
+                         interpret=interpret, hopper=hopper)
 
   def xent_op(z, y):
     return softmax_xent.softmax_cross_entropy(z, y, interpret=interpret)
 
   def head_op(h, w, b, labels):
-    if b is None or w.shape[1] > dense_xent.MAX_CLASSES:  # The unfused kernels.
+    if not paths.fused_head(w.shape[1], b is not None):  # The unfused kernels.
       return xent_op(dense_op(h, w, b), labels)
     return dense_xent.dense_softmax_cross_entropy(h, w, b, labels, precision=precision,
                                                   interpret=interpret)
 
   return Ops(dense=dense_op, softmax_cross_entropy=xent_op,
              conv_relu=lambda x, w, b: conv.conv_relu(x, w, b, precision=precision,
-                                                           interpret=interpret),
+                                                      interpret=interpret),
              max_pool=lambda x: pool_k.max_pool(x, interpret=interpret),
              mse=lambda pred, target: mse_k.mse(pred, target, interpret=interpret),
              dense_softmax_cross_entropy=head_op,

@@ -20,9 +20,10 @@ import numpy as np
 import optax
 from jax import lax
 
-from jaxshallow.fused import epoch as fused_epoch, step as fused_step
-from jaxshallow import models
+from jaxshallow import models, paths
 from jaxshallow import ops as ops_lib
+from jaxshallow.fused import epoch as fused_epoch, step as fused_step
+from jaxshallow.reduce import fixed_order_mean
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 
@@ -128,9 +129,9 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
            precision: str = "float32", model=models.MLP, blocks=None, unroll: int = 1,
            fusion: str = "ops"):
   """One epoch over ``images[order]`` (resident on the device) as a single ``lax.scan``, or,
-  with ``impl="pallas", fusion="epoch"``, as one Pallas kernel (``pallas_kernels.fused.mlp_epoch``),
-  or with ``fusion="step"`` (the CNN) as a loop over steps of Pallas kernels alone
-  (``fused_step``).
+  with ``impl="pallas", fusion="epoch"``, as one Pallas kernel (``jaxshallow.fused.epoch``; the
+  kernel ``paths.epoch_kernel`` picks), or with ``fusion="step"`` (the CNN) as a loop over
+  steps of Pallas kernels alone (``jaxshallow.fused.step``).
 
   Returns ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
   """
@@ -146,9 +147,14 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
     if impl != "pallas":
       raise ValueError(f"fusion={fusion!r} runs Pallas kernels: it needs impl='pallas', got "
                        f"{impl!r}")
-    run = fused_epoch.run if fusion == "epoch" else fused_step.run
-    return run(params, opt_state, images, labels, order, tx=tx, steps=steps,
-               batch_size=batch_size, precision=precision, model=model)
+    kw = dict(tx=tx, steps=steps, batch_size=batch_size, precision=precision, model=model)
+    if fusion == "step":
+      return fused_step.run(params, opt_state, images, labels, order, **kw)
+    kernel = paths.epoch_kernel(
+        fused_epoch.widths_of(params), batch_size, head=model.loss, bias="b" in params[0],
+        optimizer=fused_epoch.optimizer_name(tx, "epoch"), precision=precision,
+        dtype=params[0]["w"].dtype)
+    return fused_epoch.run(params, opt_state, images, labels, order, kernel=kernel, **kw)
   if fusion != "ops":
     raise ValueError(f"fusion must be 'ops', 'epoch' or 'step', got {fusion!r}")
   batches = order[:steps * batch_size].reshape(steps, batch_size)
@@ -160,9 +166,7 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
     return (p, s), metrics
 
   (params, opt_state), metrics = lax.scan(body, (params, opt_state), batches, unroll=unroll)
-  # The epoch's mean in a fixed order, so that reported losses repeat bit for bit. Imported here:
-  # the xla impl otherwise needs nothing from the kernels' package.
-  from pallas_kernels.common import fixed_order_mean
+  # The epoch's mean in a fixed order, so that reported losses repeat bit for bit.
   return params, opt_state, jax.tree.map(fixed_order_mean, metrics)
 
 

@@ -23,10 +23,10 @@ import time
 import numpy as np
 from absl import app, flags, logging
 
-from probes import hopper
-from jaxshallow.reference import numpy_mlp
 from jaxshallow import synthetic
+from jaxshallow.reference import numpy_mlp
 from pallas_kernels.fused import cluster_epoch_mgpu
+from probes import hopper
 
 FLAGS = flags.FLAGS
 

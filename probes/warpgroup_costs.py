@@ -29,8 +29,8 @@ from absl import app, flags, logging
 from jax import lax
 from jax.experimental import pallas as pl
 
-from probes import hopper
 from pallas_kernels.ops.dense_mgpu import split3
+from probes import hopper
 
 _REPEATS = flags.DEFINE_integer("repeats", 7, "Timed launches of each (median).")
 

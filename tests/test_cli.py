@@ -248,8 +248,8 @@ def test_cluster_regression_reference_matches_xla_in_float64():
   """The float64 trajectory the GPU kernel is checked against is the project's own training."""
   import jax
   import numpy as np
-  from probes import cluster_regression
   from jaxshallow import models, train
+  from probes import cluster_regression
   w0, w1, xs, ys = cluster_regression.problem(64, 0, 3)
   want_w0, want_w1, want_losses = cluster_regression.reference(w0, w1, xs, ys, 0.002)
   with jax.enable_x64(True):

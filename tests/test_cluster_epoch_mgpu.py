@@ -8,10 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow.fused import epoch as fused_epoch
 from jaxshallow import mlp, models, synthetic, train
 from pallas_kernels.fused import cluster_epoch_mgpu
-from pallas_kernels.ops import dense_mgpu
 
 
 @pytest.mark.parametrize("hidden,steps", [(64, 1), (256, 7)])
@@ -83,11 +81,3 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
   args = {"bias": False, "optimizer": "sgd", "dtype": jnp.float32, **kw}
   why = cluster_epoch_mgpu.problem(widths, batch, **args)
   assert why is not None and message in why and "\n" not in why
-
-
-def test_the_workload_fits_and_the_cpu_keeps_the_grid_kernel():
-  args = dict(bias=False, optimizer="sgd", dtype=jnp.float32)
-  assert cluster_epoch_mgpu.problem((32, 256, 1), 256, **args) is None
-  assert not dense_mgpu.on_hopper()  # No Hopper GPU in CI.
-  assert fused_epoch.cluster_kernel((32, 256, 1), 256, head="mse", precision="float32",
-                                    **args) is None

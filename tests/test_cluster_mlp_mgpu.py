@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow.fused import epoch as fused_epoch
 from jaxshallow import mlp, models, train
 from pallas_kernels.fused import cluster_mlp_mgpu
 from pallas_kernels.ops import dense_mgpu
@@ -138,10 +137,3 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
   assert why is not None and message in why and "\n" not in why
   assert cluster_mlp_mgpu.problem((784, 256, 10), 64, bias=True, optimizer="sgd",
                              dtype=jnp.float32) is None
-
-
-def test_the_cpu_keeps_the_grid_kernel():
-  """The trainer takes cluster_mlp_mgpu only on a Hopper GPU (at any precision)."""
-  args = dict(head="xent", bias=True, optimizer="sgd", dtype=jnp.float32)
-  assert not dense_mgpu.on_hopper()  # No Hopper GPU in CI.
-  assert fused_epoch.cluster_kernel((784, 256, 10), 64, precision="float32", **args) is None

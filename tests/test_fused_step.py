@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from jaxshallow import cnn, models, train
-from jaxshallow.run import config
 from pallas_kernels.fused import conv_batch, sgd_parts
 
 
@@ -111,16 +110,6 @@ def test_fusion_step_refuses_what_it_cannot_train():
     with pytest.raises(ValueError, match=match):
       train.train_epoch(p, tx.init(p), images, labels, order, tx=tx, batch_size=8,
                         impl="pallas", model=model, fusion="step")
-
-
-def test_the_cnn_takes_the_step_kernels_by_default(caplog):
-  pick = lambda **kw: config.resolve(config.Config(impl="pallas", **kw)).fusion
-  assert pick(model="cnn") == "step"
-  assert pick(model="cnn", fusion="ops") == "ops"
-  assert not caplog.records
-  assert pick(model="cnn", optimizer="adam", lr=1e-3) == "ops"
-  assert pick(model="mlp", fusion="step") == "ops"
-  assert len(caplog.records) == 2 and "--fusion=step cannot train this" in caplog.text
 
 
 @pytest.mark.parametrize("n,side,c,split", [(5, 6, 3, None), (37, 8, 32, 128)])

@@ -97,17 +97,3 @@ def test_fusion_epoch_refuses_what_it_cannot_train():
     with pytest.raises(ValueError, match=match):
       train.train_epoch(params, tx.init(params), images, labels, order, tx=tx, batch_size=64,
                         impl="pallas", fusion="epoch")
-
-
-def test_default_fusion_is_the_faster_one(caplog):
-  """--impl=pallas without --fusion: the epoch kernel where it measured faster, the op kernels
-  with a one-line notice where they did (the MLP at batch 256), the same on every machine."""
-  from jaxshallow.run import config
-  pick = lambda **kw: config.resolve(config.Config(impl="pallas", **kw)).fusion
-  assert pick(model="mlp") == "epoch"
-  assert pick(model="logreg") == "epoch"
-  assert pick(model="regression", dataset="large") == "epoch"
-  assert not caplog.records
-  assert pick(model="mlp", batch_size=256) == "ops"
-  assert len(caplog.records) == 1 and "--fusion=epoch to use it anyway" in caplog.text
-  assert pick(model="mlp", batch_size=256, fusion="epoch") == "epoch"  # Asked for: kept.

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxshallow import paths
 from pallas_kernels.ops import dense as dense_lib
 from pallas_kernels.ops import softmax_xent
 
@@ -167,9 +168,9 @@ def test_dense_hopper_path(monkeypatch, relu, bias, precision):
   kernel, dW's partial sums over uneven runs of the batch, db in runs) through the custom_vjp,
   with the kernel's jnp twin in its place (the CPU has no Mosaic GPU interpreter for it): odd
   shapes, the threshold lowered for the test."""
-  monkeypatch.setattr(dense_lib, "_LARGE_ROWS", 64)
+  monkeypatch.setattr(paths, "HOPPER_DENSE_FROM_ROWS", 64)
   m, k, n = 296, 104, 264  # multiples of 8 (TMA), of no tile
-  assert dense_lib.uses_hopper(m, k, n, precision, None, False, True)
+  assert paths.dense_on_hopper(m, k, n, precision, None, False, True)
   rng = np.random.default_rng()
   x = rng.standard_normal((m, k), np.float32)
   w = rng.standard_normal((k, n), np.float32) / np.sqrt(k)
@@ -177,7 +178,8 @@ def test_dense_hopper_path(monkeypatch, relu, bias, precision):
   dy = rng.standard_normal((m, n), np.float32)
   if relu:
     dy = clear_of_relu_kink(dy, x.astype(np.float64) @ w + (0 if b is None else b))
-  fn = lambda x, w, b: dense_lib.dense(x, w, b, relu=relu, precision=precision, interpret=True)
+  fn = lambda x, w, b: dense_lib.dense(x, w, b, relu=relu, precision=precision, interpret=True,
+                                       hopper=True)
   y, vjp = jax.vjp(fn, x, w, b)
   ref = lambda x, w, b: dense_lib.reference(x, w, b, relu=relu)
   y64, want = reference_vjp(ref, [x, w, b], dy)

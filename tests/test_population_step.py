@@ -1,14 +1,11 @@
 """The population step kernels (pallas_kernels.fused.population_step) against their plain-jnp twin in
 float64, and how a population picks them."""
 
-import logging
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow.run import config, population_run
 from jaxshallow import mlp, population as pop
 from pallas_kernels.fused import population_step as ps
 
@@ -75,28 +72,3 @@ def test_step_fusion_refuses_what_it_cannot_train():
     with pytest.raises(ValueError, match="it takes layers with biases"):
       pop.train_epoch(params, state, x, y, orders, jnp.ones(2), optimizer="sgd", momentum=0.9,
                       batch_size=4, impl="pallas", fusion="step")
-
-
-@pytest.mark.parametrize("over,per_device,fusion,notice", [
-    ({}, 64, "step", None),
-    ({"fusion": "ops"}, 64, "ops", None),
-    ({"fusion": "epoch"}, 64, "step", None),
-    ({}, 16, "ops", "faster than the population step kernels below 32"),
-    ({"fusion": "epoch"}, 16, "step", None),
-    ({"optimizer": "momentum", "lr": 0.1}, 64, "ops", "plain SGD"),
-    ({"hidden": (64, 32)}, 64, "ops", "one hidden layer"),
-    ({"batch_size": 256}, 64, "ops", "batches up to 128"),
-    ({"blocks": "16,16,64"}, 64, "ops", "--blocks"),
-])
-def test_a_pallas_population_picks_the_step_kernels_where_they_fit(over, per_device, fusion,
-                                                                   notice, caplog):
-  cfg = config.Config(impl="pallas", model="mlp", **over)
-  with caplog.at_level(logging.WARNING, logger="jaxshallow"):
-    got = population_run._population_cfg(cfg, per_device)
-  assert got.fusion == fusion
-  said = " ".join(r.getMessage() for r in caplog.records)
-  assert (notice in said) if notice else ("population" not in said)
-
-
-def test_xla_population_has_no_fusion():
-  assert population_run._population_cfg(config.Config(impl="xla")).fusion is None

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import jaxshallow
-from jaxshallow.reference import numpy_mlp
 from jaxshallow import train
+from jaxshallow.reference import numpy_mlp
 
 
 def synthetic(n, rng):

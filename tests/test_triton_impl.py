@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import triton_kernels
-from jaxshallow.run import config
 from jaxshallow import mlp, ops, train
+from jaxshallow.run import config
 
 WHY = triton_kernels.unavailable()
 gpu = pytest.mark.skipif(WHY is not None, reason=f"the Triton kernels need {WHY}")

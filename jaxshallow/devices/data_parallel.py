@@ -16,8 +16,8 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
 from jaxshallow import models, train
-from jaxshallow.devices import placement
 from jaxshallow import ops as ops_lib
+from jaxshallow.devices import placement
 
 AXIS = "data"
 

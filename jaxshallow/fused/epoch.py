@@ -1,18 +1,21 @@
-"""The MLP family's whole epoch as one Pallas kernel (``pallas_kernels.fused.mlp_epoch``), in the
-shape of ``train.train_epoch``: params and optax state in, params, optax state and metrics out.
+"""The MLP family's whole epoch in one Pallas launch, in the shape of ``train.train_epoch``:
+params and optax state in, params, optax state and metrics out.
 
-On a GPU the kernel runs compiled, one launch an epoch; elsewhere the same phase code runs in
-interpret mode, one call per phase and step (slow, for tests). On a Hopper GPU two networks
-run in one thread-block cluster instead, faster there (docs/PERFORMANCE.md): the regression net
-(32-H-1, H up to 512, batch 256, plain SGD, float32) in ``pallas_kernels.fused.cluster_epoch_mgpu``, the
-MLP 784-256-10 (batch 64, plain SGD, float32 parameters, any precision of products) in
-``pallas_kernels.fused.cluster_mlp_mgpu``.
+Two kinds of kernel train it (``jaxshallow.paths.epoch_kernel`` picks): a grid of programs
+that meet at grid-wide barriers (``pallas_kernels.fused.mlp_epoch``; any depth, SGD or
+momentum, batches up to its ``MAX_BATCH``), and on a Hopper GPU, for the two networks they take,
+one thread-block cluster (``cluster_mlp_mgpu``: 784-256-10 at batch 64, plain SGD;
+``cluster_epoch_mgpu``: the regression net 32-H-1 at batch 256, plain SGD, float32). On a GPU
+the grid kernel runs compiled, one launch an epoch; elsewhere the same phase code runs in
+interpret mode, one call per phase and step (slow, for tests).
 """
-
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import optax
+
+from jaxshallow.reduce import fixed_order_mean
 
 MODELS = ("mlp", "logreg", "regression")
 OPTIMIZERS = ("sgd", "momentum")
@@ -32,27 +35,15 @@ def problem(model: str, n_outputs: int, batch_size: int, optimizer: str) -> str 
   return None
 
 
-# Above this many multiply-adds per program in a pass, the op kernels trained faster than the
-# epoch kernel in every case measured on the H100 (docs/PERFORMANCE.md): the MLP at batch 256
-# (about 4.0e5: 0.106 s against 0.162 s) and 512, the regression net 32-256-1024-256-1 (1.0e6).
-# Below it the epoch kernel was faster: the MLP at batch 64 and 128, 784-512-256-10 (2.9e5),
-# the regression nets 32-128-1 to 32-256-256-1.
-OPS_FASTER_ABOVE = 3.5e5
-
-
-def slower(widths, batch_size: int) -> str | None:
-  """Why the op kernels are the faster default for this network (one line), or None. Judged
-  on an H100's 132 SMs wherever it runs, so the default is the same on every machine."""
+def work_per_program(widths, batch_size: int) -> float:
+  """Multiply-adds a pass per program of the grid epoch kernel for this network, judged on an
+  H100's 132 SMs wherever it runs, so that a choice made from it is the same on every machine."""
   from pallas_kernels.fused import mlp_epoch
   plan = mlp_epoch.make_plan(widths, batch_size, 1, head="mse" if widths[-1] == 1 else "xent")
-  work = plan.work_per_program()
-  if work > OPS_FASTER_ABOVE:
-    return (f"at batch {batch_size} each of the epoch kernel's programs would run {work:.1e} "
-            f"multiply-adds a pass, where the op kernels were faster")
-  return None
+  return plan.work_per_program()
 
 
-def _max_programs() -> int:
+def max_programs() -> int:
   """All programs must be resident at once: at most one per SM on a GPU. On the CPU the count
   changes only which program computes which tile, never a result."""
   d = jax.devices()[0]
@@ -72,76 +63,58 @@ def optimizer_name(tx, fusion: str) -> str:
 
 
 def velocities_of(opt_state, params, name: str):
-  """optax's momentum trace as a pytree like params (its TraceState holds one velocity per
-  parameter, in params' order), or None for plain SGD."""
+  """optax's momentum trace (``TraceState.trace``, a pytree like params), or None for plain
+  SGD."""
   if name != "momentum":
     return None
-  return jax.tree.unflatten(jax.tree.structure(params), jax.tree.leaves(opt_state))
+  return optax.tree_utils.tree_get(opt_state, "trace")
 
 
 def with_velocities(opt_state, velocities):
-  """``opt_state`` holding ``velocities`` (as it was, for plain SGD)."""
+  """``opt_state`` holding ``velocities`` as its trace (as it was, for plain SGD)."""
   if velocities is None:
     return opt_state
-  return jax.tree.unflatten(jax.tree.structure(opt_state), jax.tree.leaves(velocities))
+  return optax.tree_utils.tree_set(opt_state, trace=velocities)
 
 
 def epoch_metrics(losses, correct, batch_size: int, xent: bool = True) -> dict:
   """The epoch's mean loss (a fixed order of adds) from each step's, and, for classifiers, its
   accuracy from each step's correct count."""
-  from pallas_kernels import common
-  metrics = {"loss": common.fixed_order_mean(losses)}
+  metrics = {"loss": fixed_order_mean(losses)}
   if xent:
     metrics["accuracy"] = jnp.sum(correct) / (losses.shape[0] * batch_size)  # Integers: any order.
   return metrics
 
 
-def cluster_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
-                   precision: str, dtype):
-  """The thread-block-cluster kernel that trains this epoch, or None (then ``mlp_epoch`` does).
-  Only on a Hopper GPU: ``cluster_epoch_mgpu`` for the regression nets it takes, in float32 (its
-  products keep float32's accuracy; at tf32 and bfloat16 ``mlp_epoch`` was as fast);
-  ``cluster_mlp_mgpu`` for the MLP 784-256-10 at any precision (faster than ``mlp_epoch`` at all
-  three: docs/PERFORMANCE.md), with a jax that compiles it."""
-  from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu
-  from pallas_kernels.ops import dense_mgpu
-  if not dense_mgpu.on_hopper():
-    return None
-  net = dict(bias=bias, optimizer=optimizer, dtype=dtype)
-  if (head == "mse" and precision == "float32"
-      and cluster_epoch_mgpu.problem(widths, batch_size, **net) is None):
-    return cluster_epoch_mgpu
-  if (head == "xent" and cluster_mlp_mgpu.lowers() is None
-      and cluster_mlp_mgpu.problem(widths, batch_size, **net) is None):
-    return cluster_mlp_mgpu
-  return None
+def widths_of(params) -> tuple[int, ...]:
+  """An MLP's layer widths, input to output, from its params."""
+  return (params[0]["w"].shape[0], *(layer["w"].shape[1] for layer in params))
 
 
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
-        precision: str, model):
-  """One epoch through the kernel; the arguments are those of ``train.train_epoch``."""
-  from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu, mlp_epoch
+        precision: str, model, kernel: str = "grid"):
+  """One epoch through ``kernel`` (``paths.epoch_kernel``'s choice: "grid", "cluster_mlp" or
+  "cluster_epoch"); the other arguments are those of ``train.train_epoch``."""
   from pallas_kernels import common
+  from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu, mlp_epoch
   name = optimizer_name(tx, "epoch")
-  widths = (params[0]["w"].shape[0], *(layer["w"].shape[1] for layer in params))
+  widths = widths_of(params)
   why = problem(model.name, widths[-1], batch_size, name)
   if why:
     raise ValueError(f"fusion='epoch' cannot train this: {why}")
   x = images.reshape(images.shape[0], -1)
-  cluster = cluster_kernel(widths, batch_size, head=model.loss, bias="b" in params[0],
-                           optimizer=name, precision=precision, dtype=params[0]["w"].dtype)
-  if cluster is cluster_epoch_mgpu:
-    params, losses = cluster_epoch_mgpu.train_epoch(params, x, labels, order, tx.lr, steps=steps,
-                                               use_kernel=True)
+  if kernel == "cluster_epoch":
+    params, losses = cluster_epoch_mgpu.train_epoch(params, x, labels, order, tx.lr,
+                                                    steps=steps, use_kernel=True)
     return params, opt_state, epoch_metrics(losses, None, batch_size, xent=False)
-  if cluster is cluster_mlp_mgpu:
+  if kernel == "cluster_mlp":
     params, losses, correct = cluster_mlp_mgpu.train_epoch(params, x, labels, order, tx.lr,
                                                            steps=steps, precision=precision)
     return params, opt_state, epoch_metrics(losses, correct, batch_size)
   momentum = name == "momentum"
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
                              momentum=momentum, precision=precision,
-                             max_programs=_max_programs())
+                             max_programs=max_programs())
   velocities = velocities_of(opt_state, params, name)
   y = labels.astype(jnp.int32) if model.loss == "xent" else labels
   interpret = common.interpret_default()

@@ -49,8 +49,8 @@ def cnn_step(params, velocities, images, labels, order, step, losses, correct, *
   labels; returns (params, velocities, losses, correct) with the batch's mean loss and correct
   count stored at s of ``losses`` and ``correct``. ``velocities``: optax's momentum trace, or
   None."""
-  from pallas_kernels.ops import conv, conv_stack, dense_xent
   from pallas_kernels.fused import conv_batch, sgd_parts
+  from pallas_kernels.ops import conv, conv_stack, dense_xent
   (c1, c2, head) = params
   cfg = conv.config(precision)
   y1, x, y_labels = conv_batch.batch_conv(

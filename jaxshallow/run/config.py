@@ -36,47 +36,78 @@ class ConfigError(ValueError):
   """A bad setting; the message is one line meant for the user."""
 
 
+def setting(default, help: str, *, flag: bool = True):
+  """A field of ``Config`` with its help text: the one place a setting is written. The
+  experiment scripts make an absl flag of each field whose ``flag`` is True
+  (``experiments.config_flags``); the help says "default: the model's" for per-model ones."""
+  return dataclasses.field(default=default, metadata={"help": help, "flag": flag})
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
-  impl: str = "xla"
-  model: str = "mlp"
-  dataset: str = "mnist"  # mnist | fashion; for the regression model: small | medium | large
-  epochs: int | None = None  # None: the model's default, likewise below.
-  batch_size: int | None = None
-  lr: float | None = None
-  optimizer: str | None = None  # sgd | momentum | adam
-  momentum: float = 0.9
-  hidden: tuple[int, ...] = (256,)  # mlp and regression only.
-  bias: bool | None = None
-  seed: int = 0
-  precision: str = "float32"
-  numpy_dtype: str = "float32"
-  data_dir: str | None = None
-  train_limit: int | None = None  # Use only the first N training examples (quick runs, tests).
-  test_limit: int | None = None
-  # Hold out the last N training examples and evaluate on them instead of the test set, so that
-  # choosing settings (experiments.sweep) never looks at the test set.
-  holdout: int = 0
-  # Techniques (xla and pallas): see the README's table.
-  dispatch: str = "scan"  # scan: the epoch is one compiled loop; loop: Python loop over a jit step
-  unroll: int = 1  # Steps per iteration of the scan.
-  placement: str = "resident"  # resident on the device, or streamed from the host (loop only)
-  donate: bool = True  # Donate params and optimizer state to the update.
-  sync: str = "epoch"  # epoch: fetch metrics once an epoch; step: after every step (loop only)
-  sync_every: int = 1  # With sync="epoch": bring the losses to the host every N epochs.
-  # Dispatch the next epoch (or group of sync_every epochs) before waiting for this one's loss,
-  # so the device does not idle while the host reads it; False: wait, then dispatch.
-  overlap: bool = True
-  blocks: str | None = None  # Pallas dense block sizes: None, "BM,BN,BK" or "auto".
-  # Pallas only: "epoch", the whole epoch in one kernel (MLP family); "step", a step of Pallas
-  # kernels alone, the optimizer's update in one of them (the CNN); or "ops", one step per
-  # iteration of a scan through the op kernels and optax. None: epoch or step where they can
-  # train the model, else ops.
-  fusion: str | None = None
-  # Several devices (xla, pallas op kernels): split each step's batch over ``devices`` (0: all)
-  # and all-reduce the gradients (``jaxshallow.devices.data_parallel``).
-  data_parallel: bool = False
-  devices: int = 0
+  """One training run. A field left None takes the model's default (``DEFAULTS``,
+  ``LEARNING_RATES``) in ``resolve``."""
+  impl: str = setting("xla", "xla | pallas | triton (GPU, jax-triton) | numpy")
+  model: str = setting("mlp", "mlp | logreg | cnn")
+  dataset: str = setting("mnist", "mnist | fashion (the regression model: small | medium | "
+                         "large)")
+  epochs: int | None = setting(None, "Passes over the training set")
+  batch_size: int | None = setting(None, "Examples per step")
+  lr: float | None = setting(None, "Learning rate (README: the defaults by model and optimizer)")
+  optimizer: str | None = setting(None, "sgd | momentum | adam")
+  momentum: float = setting(0.9, "Momentum, for --optimizer=momentum.")
+  hidden: tuple[int, ...] = setting((256,), "Hidden widths, comma separated: 512,256 is two "
+                                    "(mlp and regression).")
+  bias: bool | None = setting(None, "Give the layers biases", flag=False)
+  seed: int = setting(0, "Seeds the initial weights and the batch order.")
+  precision: str = setting("float32", "float32 | tf32 | bfloat16 (xla, pallas).")
+  numpy_dtype: str = setting("float32", "float32 | float64 (numpy impl).")
+  data_dir: str | None = setting(None, "Folder with the data; else $JAXSHALLOW_DATA_DIR, then "
+                                 "the user cache, then a download.")
+  train_limit: int | None = setting(None, "Use only the first N training images.")
+  test_limit: int | None = setting(None, "Use only the first N test images.")
+  # Choosing settings (experiments.sweep) never looks at the test set.
+  holdout: int = setting(0, "Hold out the last N training examples and evaluate on them "
+                         "instead of the test set.", flag=False)
+  # Techniques (xla and pallas): the README's table.
+  dispatch: str = setting("scan", "scan: each epoch is one compiled loop; loop: a Python loop "
+                          "over a jitted step.")
+  unroll: int = setting(1, "Steps unrolled per iteration of the epoch loop.")
+  placement: str = setting("resident", "resident: data on the device; streamed: batches "
+                           "copied from the host, the next one prefetched (needs "
+                           "--dispatch=loop).")
+  donate: bool = setting(True, "Donate params and optimizer state to each update.")
+  sync: str = setting("epoch", "epoch: fetch the loss once an epoch; step: after every step "
+                      "(needs --dispatch=loop).")
+  sync_every: int = setting(1, "With --sync=epoch: bring the losses to the host every N epochs "
+                            "only.")
+  overlap: bool = setting(True, "Dispatch the next two epochs before waiting for this one's "
+                          "loss (the host two epochs behind the device); --nooverlap: wait, "
+                          "then dispatch.")
+  blocks: str | None = setting(None, "Pallas dense block sizes BM,BN,BK, or auto.")
+  fusion: str | None = setting(None, "pallas: epoch (the whole epoch in one kernel; the default "
+                               "for the MLP family; in a population, the population step "
+                               "kernels), step (the cnn's default: a step of Pallas kernels "
+                               "alone, the optimizer in one of them) or ops (one step per scan "
+                               "iteration through the op kernels and optax); unset: "
+                               "jaxshallow.paths picks.")
+  data_parallel: bool = setting(False, "Split each step's batch over the devices, gradients "
+                                "all-reduced (xla, pallas op kernels).")
+  devices: int = setting(0, "Devices to use (0: all): for --data_parallel, and for the "
+                         "population of experiments.sweep.")
+
+
+def help_text(field: dataclasses.Field) -> str:
+  """A setting's help, with the models' defaults where they differ by model."""
+  text = field.metadata["help"]
+  by_model = {m: d[field.name] for m, d in DEFAULTS.items() if field.name in d}
+  if by_model:
+    models = ", ".join(f"{m} {v}" for m, v in by_model.items())
+    return f"{text}; default: the model's ({models})."
+  if field.name == "lr":
+    pairs = ", ".join(f"{m} {o} {v}" for (m, o), v in LEARNING_RATES.items())
+    return f"{text}; default: the model's for the optimizer ({pairs})."
+  return text
 
 
 def _datasets(model: str):
@@ -150,7 +181,7 @@ def validate(cfg: Config) -> None:
 
 
 def resolve(cfg: Config) -> Config:
-  """Validate ``cfg`` and fill in the model's defaults."""
+  """Validate ``cfg`` and fill in the model's defaults (a resolved Config passes unchanged)."""
   validate(cfg)
   fill = {k: v for k, v in DEFAULTS[cfg.model].items() if getattr(cfg, k) is None}
   optimizer = fill.get("optimizer", cfg.optimizer)
@@ -161,52 +192,5 @@ def resolve(cfg: Config) -> Config:
     fill["lr"] = LEARNING_RATES[cfg.model, optimizer]
   if cfg.model in ("logreg", "cnn"):
     fill["hidden"] = ()  # Fixed architectures.
-  cfg = dataclasses.replace(cfg, **fill)
-  if cfg.impl == "pallas":
-    cfg = dataclasses.replace(cfg, fusion=_fusion(cfg))
-  return cfg
+  return dataclasses.replace(cfg, **fill)
 
-
-def _fusion(cfg: Config) -> str:
-  """The fused epoch kernel (MLP family) or the step kernels (CNN) where they can train ``cfg``,
-  else the op kernels; a one-line notice when the fused form was asked for, or is the model's
-  default, and cannot be used."""
-  import logging
-  from jaxshallow.fused import epoch as fused_epoch, step as fused_step
-  default = ("epoch" if cfg.model in fused_epoch.MODELS else
-             "step" if cfg.model in fused_step.MODELS else "ops")
-  wanted = cfg.fusion or default
-  if wanted == "ops":
-    return "ops"
-  if wanted == "epoch":
-    widths = _widths(cfg)
-    why = fused_epoch.problem(cfg.model, widths[-1], cfg.batch_size, cfg.optimizer)
-  else:
-    why = fused_step.problem(cfg.model, cfg.optimizer)
-  if why is None and cfg.dispatch != "scan":
-    why = f"--dispatch={cfg.dispatch} runs one step per call"
-  if why is None and cfg.data_parallel:
-    why = "--data_parallel splits each step over devices"
-  if why is None and cfg.blocks is not None:
-    why = "--blocks sets the op kernels' block sizes"
-  if why:
-    logging.getLogger("jaxshallow").warning(
-        "--fusion=%s cannot train this (%s): using the op kernels (--fusion=ops)", wanted, why)
-    return "ops"
-  if cfg.fusion is None and wanted == "epoch":  # The default: the faster of the two, as measured.
-    why = fused_epoch.slower(_widths(cfg), cfg.batch_size)
-    if why:
-      logging.getLogger("jaxshallow").warning(
-          "using the op kernels (--fusion=ops): %s (--fusion=epoch to use it anyway)", why)
-      return "ops"
-  return wanted
-
-
-def _widths(cfg: Config) -> tuple[int, ...]:
-  """The MLP family's layer widths before the data are loaded (``trainers.layer_sizes`` reads
-  them from the data): 28 x 28 images and 10 classes, or the synthetic regression's inputs and
-  one output."""
-  from jaxshallow import synthetic
-  if cfg.model == "regression":
-    return (synthetic.DIM, *cfg.hidden, 1)
-  return (28 * 28, *cfg.hidden, 10)

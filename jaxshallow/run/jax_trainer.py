@@ -1,4 +1,5 @@
-"""The trainer of the xla and pallas impls: the model state on the device, one compiled epoch."""
+"""The trainer of the xla, pallas and triton impls: the model state on the device, one compiled
+epoch."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxshallow import data as data_lib, models, train
-from jaxshallow.run.config import Config
-from jaxshallow.run.trainers import TrainerState, layer_sizes
+from jaxshallow.run.config import Config, ConfigError
+from jaxshallow.run.trainer_base import TrainerState, layer_sizes
 
 
 class JaxTrainer(TrainerState):
@@ -135,11 +136,10 @@ class JaxTrainer(TrainerState):
 
 
 def _data_parallel_mesh(cfg: Config):
-  from jaxshallow.run import config
   from jaxshallow.devices import data_parallel
   the_mesh = data_parallel.mesh(cfg.devices)
   if cfg.batch_size % the_mesh.size:
-    raise config.ConfigError(f"--data_parallel: batch_size {cfg.batch_size} must be a multiple "
+    raise ConfigError(f"--data_parallel: batch_size {cfg.batch_size} must be a multiple "
                              f"of the {the_mesh.size} devices")
   return the_mesh
 

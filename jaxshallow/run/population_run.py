@@ -12,7 +12,6 @@ host, and ``train_time_s`` their sum.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import time
 from typing import Callable
@@ -20,9 +19,9 @@ from typing import Callable
 import jax
 import numpy as np
 
-from jaxshallow import models, population as pop
+from jaxshallow import models, paths, population as pop
 from jaxshallow.devices import placement
-from jaxshallow.run.config import Config, ConfigError, _widths, resolve
+from jaxshallow.run.config import Config, ConfigError, resolve
 from jaxshallow.run.runner import device_info, load_data
 from jaxshallow.run.trainers import init_params
 
@@ -32,49 +31,21 @@ def members(seeds, lrs) -> list[tuple[int, float]]:
   return [(int(s), float(lr)) for lr in lrs for s in seeds]
 
 
-# Below this many members a device the op kernels under vmap are faster than the step kernels,
-# whose programs each own a column block of one member's W0 and so leave most SMs idle (H100,
-# 784-256-10, batch 64: 83 against 116 ms an epoch at 16 members, 150 against 134 at 32;
-# docs/PERFORMANCE.md).
-STEP_KERNELS_FROM = 32
-
-
-def _population_cfg(cfg: Config, per_device: int = STEP_KERNELS_FROM) -> Config:
-  """``cfg`` as the population trains it, ``per_device`` members a device at a time. pallas: the
-  population step kernels (``fusion="step"``, see ``jaxshallow.population``) where they fit and
-  from ``STEP_KERNELS_FROM`` members a device, else the op kernels under vmap (the epoch kernel
-  trains one network per launch); ``--fusion=ops`` asks for the op kernels, ``--fusion=epoch``
-  (or ``step``) for the step kernels at any size. Nothing numpy can do."""
+def _population_cfg(cfg: Config, per_device: int = paths.STEP_KERNELS_FROM) -> Config:
+  """``cfg`` as the population trains it, ``per_device`` members a device at a time: resolved,
+  and for pallas with the path ``paths.population`` picks. Nothing numpy can do."""
   if cfg.impl not in ("xla", "pallas"):
     raise ConfigError("a population needs --impl=xla or pallas (the numpy reference trains one "
                       "network at a time; the triton impl's kernels are not batched)")
-  asked = cfg.fusion
-  # The op kernels for resolve: the epoch and step kernels' own checks and notices do not apply
-  # here.
-  cfg = resolve(dataclasses.replace(cfg, fusion="ops")
-                if cfg.impl == "pallas" and asked in (None, "epoch", "step", "ops") else cfg)
+  cfg = resolve(cfg)
   if cfg.data_parallel:
     raise ConfigError("a population spreads its members over the devices; --data_parallel "
                       "splits the batch of one network")
   if cfg.dispatch != "scan":
     raise ConfigError("a population trains each epoch as one compiled program (--dispatch=scan)")
-  if cfg.impl != "pallas" or asked == "ops":
+  if cfg.impl != "pallas":
     return cfg
-  widths = _widths(cfg)
-  why = ("--blocks sets the op kernels' block sizes" if cfg.blocks is not None else
-         pop.step_kernels_misfit(models.BY_NAME[cfg.model], len(widths) - 1, cfg.optimizer,
-                                 cfg.batch_size, widths[-1], has_bias=bool(cfg.bias)))
-  log = logging.getLogger("jaxshallow")
-  if why:
-    log.warning("a population of this network runs the Pallas op kernels under vmap (the "
-                "population step kernels need what is missing here: %s)", why)
-    return cfg
-  if asked is None and per_device < STEP_KERNELS_FROM:
-    log.warning("%d members a device run the Pallas op kernels under vmap, faster than the "
-                "population step kernels below %d (--fusion=epoch to use them anyway)",
-                per_device, STEP_KERNELS_FROM)
-    return cfg
-  return dataclasses.replace(cfg, fusion="step")
+  return dataclasses.replace(cfg, fusion=paths.population(cfg, per_device).fusion)
 
 
 def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] = print) -> dict:

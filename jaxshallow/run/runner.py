@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from jaxshallow import data as data_lib
+from jaxshallow import data as data_lib, paths
 from jaxshallow.run.config import Config, ConfigError, resolve
 from jaxshallow.run.trainers import make_trainer
 
@@ -63,9 +63,21 @@ def device_info(impl: str) -> dict:
   return info
 
 
-def run(cfg: Config, log: Callable[[str], None] = print) -> dict:
-  """Train ``cfg`` end to end; returns the result dict that ``--out`` writes."""
-  cfg = resolve(cfg)
+def run(cfg: Config, log: Callable[[str], None] = print, out: str | None = None) -> dict:
+  """Train ``cfg`` end to end: validated, the model's defaults filled in (``config.resolve``),
+  on the path ``paths`` picks. Returns the result dict, also written to ``out`` as JSON if
+  given (checked writable before training)."""
+  cfg = paths.resolve(resolve(cfg))
+  if out:
+    check_writable(out)
+  result = _train(cfg, log)
+  if out:
+    write_json(result, out)
+    log(f"wrote {out}")
+  return result
+
+
+def _train(cfg: Config, log) -> dict:
   ds = load_data(cfg)
   trainer = make_trainer(cfg, ds)
   result = {**dataclasses.asdict(cfg), "hidden": list(cfg.hidden), **device_info(cfg.impl),

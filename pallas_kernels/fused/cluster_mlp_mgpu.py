@@ -84,8 +84,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from pallas_kernels.mgpu import cluster_push
 from pallas_kernels import common
+from pallas_kernels.mgpu import cluster_push
 from pallas_kernels.ops import dense_mgpu
 from pallas_kernels.ops.dense_mgpu import load as _load
 

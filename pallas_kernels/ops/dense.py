@@ -254,28 +254,18 @@ def dense_dw(x, dy, y, *, relu=False, has_bias=True, precision="float32", w_tran
 
 # The differentiable op -------------------------------------------------------------------------
 
-def uses_hopper(m: int, k: int, n: int, precision: str, blocks, w_transposed: bool,
-                interpret: bool) -> bool:
-  """Whether the layer's forward and dW run as ``dense_mgpu``'s wgmma products (tf32, and
-  float32 as 3xTF32) from 4096 rows on a Hopper GPU, unless blocks are forced (H100, MLP at
-  batch 8192, tf32, us a call: forward 56.7 -> 24.5, dW 64.7 -> 31.6; docs/PERFORMANCE.md).
-  In interpret mode the CPU runs the same path around the kernel's jnp twin."""
-  return (precision in ("tf32", "float32") and m >= _LARGE_ROWS and not blocks and not w_transposed
-          and dense_mgpu.fits(m, k, n) and (interpret or dense_mgpu.on_hopper()))
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6, 7))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6, 7, 8))
 def _dense(x, w, b=None, relu=False, precision="float32", blocks=None, interpret=False,
-           w_transposed=False):
-  if uses_hopper(*x.shape, w.shape[-1], precision, blocks, w_transposed, interpret):
+           w_transposed=False, hopper=False):
+  if hopper:
     return dense_mgpu.dense_forward(x, w, b, relu=relu, x3=precision == "float32",
                                       interpret=interpret)[0]
   kw = kernel_blocks(*x.shape, precision, "fwd", blocks)
   return dense_fwd(x, w, b, relu=relu, w_transposed=w_transposed, interpret=interpret, **kw)
 
 
-def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
-  if uses_hopper(*x.shape, w.shape[-1], precision, blocks, w_transposed, interpret):
+def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed, hopper):
+  if hopper:
     y, xt = dense_mgpu.dense_forward(x, w, b, relu=relu, x3=precision == "float32",
                                        interpret=interpret)
     return y, (xt, w, b, y if relu else None)  # dW's wgmma takes x^T (K-major in the batch)
@@ -286,12 +276,12 @@ def _dense_vjp_fwd(x, w, b, relu, precision, blocks, interpret, w_transposed):
   return y, (x, w, b, y if relu else None)  # b rides along only to say whether it exists.
 
 
-def _dense_vjp_bwd(relu, precision, blocks, interpret, w_transposed, res, dy):
+def _dense_vjp_bwd(relu, precision, blocks, interpret, w_transposed, hopper, res, dy):
   x, w, b, y = res
   m, k = dy.shape[0], w.shape[1 if w_transposed else 0]
   kw = dict(relu=relu, interpret=interpret, w_transposed=w_transposed)
   dx = dense_dx(dy, y, w, **kw, **kernel_blocks(m, k, precision, "dx", blocks, w_transposed))
-  if uses_hopper(m, k, dy.shape[1], precision, blocks, w_transposed, interpret):
+  if hopper:
     dw, db = dense_mgpu.dense_grads(x, dy, y, has_bias=b is not None, interpret=interpret)
     return dx, dw, db
   dw, db = dense_dw(x, dy, y, has_bias=b is not None, **kw,
@@ -303,10 +293,12 @@ _dense.defvjp(_dense_vjp_fwd, _dense_vjp_bwd)
 
 
 def dense(x, w, b=None, *, relu=False, precision="float32", blocks=None, interpret=False,
-          w_transposed=False):
+          w_transposed=False, hopper=False):
   """``act(x @ w + b)`` through Pallas kernels, forward and backward. ``b`` may be None.
 
   ``blocks`` is a hashable tuple of (name, value) pairs overriding ``default_blocks``.
   ``w_transposed``: ``w`` is stored as (N, K), and computes ``act(x @ w.T + b)``.
+  ``hopper``: the forward and dW as ``dense_mgpu``'s wgmma products (tf32, or float32 as
+  3xTF32; Hopper GPUs, or its jnp twin in interpret mode), dx as here.
   """
-  return _dense(x, w, b, relu, precision, blocks, interpret, w_transposed)
+  return _dense(x, w, b, relu, precision, blocks, interpret, w_transposed, hopper)

@@ -1,0 +1,59 @@
+"""One member's epoch through the population step kernels (``pallas_kernels.fused.
+population_step``), for ``jaxshallow.population`` to ``vmap`` over the members: each step the
+output layer's update, then the hidden layer's update fused with the next batch's forward
+product, which moves the members' hidden-layer weights through memory twice a step where the
+op kernels under ``vmap`` move them three times.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jaxshallow.reduce import fixed_order_mean
+
+
+def problem(model: str, n_layers: int, optimizer: str, batch_size: int, n_classes: int,
+            has_bias: bool = True) -> str | None:
+  """Why the population step kernels cannot train this population, or None if they can."""
+  from pallas_kernels.fused import population_step as ps  # Kernels only where they are used.
+  checks = [(model == "mlp" and n_layers == 2, "it takes one hidden layer (an mlp)"),
+            (has_bias, "it takes layers with biases"),
+            (optimizer == "sgd", "it runs plain SGD (--optimizer=sgd)"),
+            (batch_size <= ps.MAX_BATCH, f"it takes batches up to {ps.MAX_BATCH}"),
+            (n_classes <= ps.MAX_CLASSES, f"it takes up to {ps.MAX_CLASSES} classes")]
+  return next((why for ok, why in checks if not ok), None)
+
+
+def train_epoch(params, images, labels, order, lr, *, batch_size: int, precision: str):
+  """One member's epoch through ``pallas_kernels.fused.population_step``: each step the head's
+  update, then the hidden layer's update fused with the next batch's forward. Same metrics
+  as ``train._epoch``; the caller checks the inputs (``train.check_inputs``)."""
+  from pallas_kernels import common
+  from pallas_kernels.fused import population_step as ps
+  images = images.reshape(images.shape[0], -1)  # (n, 28, 28) images as rows of pixels.
+  steps = order.shape[0] // batch_size
+  batches = order[:steps * batch_size].reshape(steps, batch_size)
+  nexts = jnp.roll(batches, -1, axis=0)  # The last step's forward (of step 0's batch) is unused.
+  kw = dict(precision=precision, interpret=common.interpret_default())
+  (l0, l1), x = params, images[batches[0]]
+  fwd = functools.partial(ps.update_forward, **kw, **ps.DEFAULT_BLOCKS)
+  w0, h = fwd(l0["w"], None, None, x, l0["b"])
+
+  def body(carry, idx):
+    w0, b0, w1, b1, h, x = carry
+    gs, b0, w1, b1, rows, correct = ps.head_update(h, labels[idx[0]], b0, w1, b1, lr, **kw)
+    x_next = images[idx[1]]
+    w0, h = fwd(w0, x, gs, x_next, b0)
+    return (w0, b0, w1, b1, h, x_next), (rows, correct)
+
+  (w0, b0, w1, b1, _, _), (rows, correct) = lax.scan(
+      body, (w0, l0["b"], l1["w"], l1["b"], h, x), (batches, nexts))
+  step_loss = jax.vmap(fixed_order_mean)(rows)
+  step_accuracy = correct.sum(axis=1) / batch_size
+  metrics = {"loss": fixed_order_mean(step_loss),
+             "accuracy": fixed_order_mean(step_accuracy)}
+  return [{"w": w0, "b": b0}, {"w": w1, "b": b1}], metrics

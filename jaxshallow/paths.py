@@ -1,0 +1,169 @@
+"""Which Pallas kernels train a network: every choice between paths, in one place.
+
+The kernels' modules say what each path can train (their ``problem()`` checks); this module
+picks, among the paths that can, the one to take, and says why in one line. The paths of
+``--impl=pallas``, from the most general to the most fused:
+
+  ops       the op kernels (``pallas_kernels.ops``) under ``jax.grad``, optax's update, one step
+            per iteration of a ``lax.scan``: any network, any optimizer
+  step      the CNN's step kernels (``jaxshallow.fused.step``): a step of Pallas kernels alone
+  epoch     the MLP family's whole epoch in one launch (``jaxshallow.fused.epoch``): on a Hopper
+            GPU one thread-block cluster where a cluster kernel takes the network
+            (``cluster_mlp_mgpu``, ``cluster_epoch_mgpu``), else a grid of programs meeting at
+            grid barriers (``mlp_epoch``)
+
+and inside the op kernels, per layer: the dense layer's Hopper tiles (``ops.dense_mgpu``) for
+large batches, and the output layer fused with its loss (``ops.dense_xent``) where the classes
+fit. A population (``jaxshallow.population``) takes its own step kernels or the op kernels under
+``vmap``. Each rule below was measured on an H100; docs/design/ has the figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import NamedTuple
+
+from jaxshallow import synthetic
+from jaxshallow.fused import epoch as fused_epoch, population as fused_population
+from jaxshallow.fused import step as fused_step
+
+log = logging.getLogger("jaxshallow")
+
+
+class Path(NamedTuple):
+  fusion: str  # What train.train_epoch's ``fusion`` takes: "ops", "step" or "epoch".
+  why: str  # One line: why this path (empty where it is the model's own default).
+
+
+def widths(cfg) -> tuple[int, ...]:
+  """The MLP family's layer widths before the data are loaded: 28 x 28 images and 10 classes,
+  or the synthetic regression's inputs and one output."""
+  if cfg.model == "regression":
+    return (synthetic.DIM, *cfg.hidden, 1)
+  return (28 * 28, *cfg.hidden, 10)
+
+
+def default_fusion(model: str) -> str:
+  """The fused path a model takes where it can: the epoch kernels for the MLP family, the
+  step kernels for the CNN."""
+  if model in fused_epoch.MODELS:
+    return "epoch"
+  return "step" if model in fused_step.MODELS else "ops"
+
+
+# The op kernels trained faster than the grid epoch kernel above this many multiply-adds a
+# program in a pass (the MLP at batch 256 and 512, the regression net 32-256-1024-256-1), and
+# slower below it (docs/design/epoch_kernels.md).
+OPS_FASTER_ABOVE = 3.5e5
+
+
+def single(cfg) -> Path:
+  """The path that trains ``cfg`` (a resolved Config of ``impl="pallas"``): ``cfg.fusion``
+  where it can train it, else the op kernels with a one-line notice; by default (``fusion``
+  None) the model's fused path where it can and where it measured faster."""
+  wanted = cfg.fusion or default_fusion(cfg.model)
+  if wanted == "ops":
+    return Path("ops", "" if cfg.fusion else "the model has no fused path")
+  if wanted == "epoch":
+    why = fused_epoch.problem(cfg.model, widths(cfg)[-1], cfg.batch_size, cfg.optimizer)
+  else:
+    why = fused_step.problem(cfg.model, cfg.optimizer)
+  if why is None and cfg.dispatch != "scan":
+    why = f"--dispatch={cfg.dispatch} runs one step per call"
+  if why is None and cfg.data_parallel:
+    why = "--data_parallel splits each step over devices"
+  if why is None and cfg.blocks is not None:
+    why = "--blocks sets the op kernels' block sizes"
+  if why:
+    log.warning("--fusion=%s cannot train this (%s): using the op kernels (--fusion=ops)",
+                wanted, why)
+    return Path("ops", f"the {wanted} kernels cannot train this: {why}")
+  if cfg.fusion is None and wanted == "epoch":
+    work = fused_epoch.work_per_program(widths(cfg), cfg.batch_size)
+    if work > OPS_FASTER_ABOVE:
+      why = (f"at batch {cfg.batch_size} each of the epoch kernel's programs would run "
+             f"{work:.1e} multiply-adds a pass, where the op kernels were faster")
+      log.warning("using the op kernels (--fusion=ops): %s (--fusion=epoch to use it anyway)",
+                  why)
+      return Path("ops", why)
+  return Path(wanted, "")
+
+
+def resolve(cfg):
+  """``cfg`` with ``fusion`` set to the path that trains it (pallas; other impls unchanged)."""
+  if cfg.impl != "pallas":
+    return cfg
+  return dataclasses.replace(cfg, fusion=single(cfg).fusion)
+
+
+def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
+                 precision: str, dtype) -> str:
+  """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (one
+  thread-block cluster, Hopper only) where one takes it, else "grid" (``mlp_epoch``). The
+  regression nets' cluster kernel only in float32: at tf32 and bfloat16 the grid kernel was as
+  fast. The MLP's at every precision, with a jax whose Mosaic GPU compiles it."""
+  from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu
+  from pallas_kernels.ops import dense_mgpu
+  if not dense_mgpu.on_hopper():
+    return "grid"
+  net = dict(bias=bias, optimizer=optimizer, dtype=dtype)
+  if (head == "mse" and precision == "float32"
+      and cluster_epoch_mgpu.problem(widths, batch_size, **net) is None):
+    return "cluster_epoch"
+  if (head == "xent" and cluster_mlp_mgpu.lowers() is None
+      and cluster_mlp_mgpu.problem(widths, batch_size, **net) is None):
+    return "cluster_mlp"
+  return "grid"
+
+
+# From this many rows the dense layer's forward and dW ran faster as Hopper wgmma tiles
+# (tf32, and float32 as 3xTF32) than as the Triton-lowered kernels (docs/design/op_kernels.md).
+HOPPER_DENSE_FROM_ROWS = 4096
+
+
+def dense_on_hopper(m: int, k: int, n: int, precision: str, blocks, w_transposed: bool,
+                    interpret: bool) -> bool:
+  """Whether a dense layer of these sizes runs as ``ops.dense_mgpu``'s wgmma products: tf32 or
+  float32, from ``HOPPER_DENSE_FROM_ROWS`` rows, on a Hopper GPU, unless block sizes are forced.
+  In interpret mode the CPU runs the same path around the kernel's jnp twin (for the tests)."""
+  from pallas_kernels.ops import dense_mgpu
+  return (precision in ("tf32", "float32") and m >= HOPPER_DENSE_FROM_ROWS and not blocks
+          and not w_transposed and dense_mgpu.fits(m, k, n)
+          and (interpret or dense_mgpu.on_hopper()))
+
+
+def fused_head(n_classes: int, has_bias: bool) -> bool:
+  """Whether a classifier's output layer and loss run as one kernel (``ops.dense_xent``), or as
+  the dense and softmax kernels apart (no bias, or more classes than its tile holds)."""
+  from pallas_kernels.ops import dense_xent
+  return has_bias and n_classes <= dense_xent.MAX_CLASSES
+
+
+# Below this many members a device the op kernels under vmap trained a population faster than
+# the population step kernels, whose programs each own a column block of one member's W0 and so
+# leave most SMs idle (docs/design/populations.md).
+STEP_KERNELS_FROM = 32
+
+
+def population(cfg, per_device: int) -> Path:
+  """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: the
+  population step kernels (``fusion="step"``) where they fit and from ``STEP_KERNELS_FROM``
+  members a device, else the op kernels under vmap; ``--fusion=ops`` asks for the op kernels,
+  ``--fusion=epoch`` (or ``step``) for the step kernels at any size."""
+  if cfg.fusion == "ops":
+    return Path("ops", "")
+  w = widths(cfg)
+  why = ("--blocks sets the op kernels' block sizes" if cfg.blocks is not None else
+         fused_population.problem(cfg.model, len(w) - 1, cfg.optimizer, cfg.batch_size, w[-1],
+                                  has_bias=bool(cfg.bias)))
+  if why:
+    log.warning("a population of this network runs the Pallas op kernels under vmap (the "
+                "population step kernels need what is missing here: %s)", why)
+    return Path("ops", why)
+  if cfg.fusion is None and per_device < STEP_KERNELS_FROM:
+    why = (f"{per_device} members a device run the Pallas op kernels under vmap, faster than "
+           f"the population step kernels below {STEP_KERNELS_FROM}")
+    log.warning("%s (--fusion=epoch to use them anyway)", why)
+    return Path("ops", why)
+  return Path("step", "")

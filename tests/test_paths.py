@@ -1,0 +1,95 @@
+"""jaxshallow.paths: which Pallas kernels train a network, and the one-line notices where the
+asked-for path cannot."""
+
+import logging
+
+import jax.numpy as jnp
+import pytest
+
+from jaxshallow import paths
+from jaxshallow.run import config, population_run
+from pallas_kernels.fused import cluster_epoch_mgpu
+from pallas_kernels.ops import dense_mgpu
+
+
+def pick(**kw):
+  return paths.single(config.resolve(config.Config(impl="pallas", **kw))).fusion
+
+
+def test_default_fusion_is_the_faster_one(caplog):
+  """--impl=pallas without --fusion: the epoch kernel where it measured faster, the op kernels
+  with a one-line notice where they did (the MLP at batch 256), the same on every machine."""
+  assert pick(model="mlp") == "epoch"
+  assert pick(model="logreg") == "epoch"
+  assert pick(model="regression", dataset="large") == "epoch"
+  assert not caplog.records
+  assert pick(model="mlp", batch_size=256) == "ops"
+  assert len(caplog.records) == 1 and "--fusion=epoch to use it anyway" in caplog.text
+  assert pick(model="mlp", batch_size=256, fusion="epoch") == "epoch"  # Asked for: kept.
+
+
+def test_the_cnn_takes_the_step_kernels_by_default(caplog):
+  assert pick(model="cnn") == "step"
+  assert pick(model="cnn", fusion="ops") == "ops"
+  assert not caplog.records
+  assert pick(model="cnn", optimizer="adam", lr=1e-3) == "ops"
+  assert pick(model="mlp", fusion="step") == "ops"
+  assert len(caplog.records) == 2 and "--fusion=step cannot train this" in caplog.text
+
+
+def test_resolve_sets_the_path_once():
+  """paths.resolve fills in pallas' fusion (a resolved path passes unchanged, with no second
+  notice); other impls keep theirs."""
+  cfg = paths.resolve(config.resolve(config.Config(impl="pallas", model="cnn")))
+  assert cfg.fusion == "step" and paths.resolve(cfg) == cfg
+  xla = config.resolve(config.Config(impl="xla"))
+  assert paths.resolve(xla).fusion is None
+
+
+@pytest.mark.parametrize("over,per_device,fusion,notice", [
+    ({}, 64, "step", None),
+    ({"fusion": "ops"}, 64, "ops", None),
+    ({"fusion": "epoch"}, 64, "step", None),
+    ({}, 16, "ops", "faster than the population step kernels below 32"),
+    ({"fusion": "epoch"}, 16, "step", None),
+    ({"optimizer": "momentum", "lr": 0.1}, 64, "ops", "plain SGD"),
+    ({"hidden": (64, 32)}, 64, "ops", "one hidden layer"),
+    ({"batch_size": 256}, 64, "ops", "batches up to 128"),
+    ({"blocks": "16,16,64"}, 64, "ops", "--blocks"),
+])
+def test_a_pallas_population_picks_the_step_kernels_where_they_fit(over, per_device, fusion,
+                                                                   notice, caplog):
+  cfg = config.Config(impl="pallas", model="mlp", **over)
+  with caplog.at_level(logging.WARNING, logger="jaxshallow"):
+    got = population_run._population_cfg(cfg, per_device)
+  assert got.fusion == fusion
+  said = " ".join(r.getMessage() for r in caplog.records)
+  assert (notice in said) if notice else ("population" not in said)
+
+
+def test_xla_population_has_no_fusion():
+  assert population_run._population_cfg(config.Config(impl="xla")).fusion is None
+
+
+def test_the_cpu_keeps_the_grid_kernel():
+  """The cluster kernels run only on a Hopper GPU (at any precision for the MLP's)."""
+  assert not dense_mgpu.on_hopper()  # No Hopper GPU in CI.
+  regression = dict(bias=False, optimizer="sgd", dtype=jnp.float32)
+  assert cluster_epoch_mgpu.problem((32, 256, 1), 256, **regression) is None
+  assert paths.epoch_kernel((32, 256, 1), 256, head="mse", precision="float32",
+                            **regression) == "grid"
+  mlp = dict(head="xent", bias=True, optimizer="sgd", dtype=jnp.float32)
+  assert paths.epoch_kernel((784, 256, 10), 64, precision="float32", **mlp) == "grid"
+
+
+def test_dense_on_hopper_from_its_rows():
+  """The dense layer's Hopper tiles: tf32 and float32 from HOPPER_DENSE_FROM_ROWS rows (in
+  interpret mode too, so that the CPU tests run the path around the kernel's twin), never in
+  bfloat16, with forced blocks or with W stored transposed."""
+  rows = paths.HOPPER_DENSE_FROM_ROWS
+  on = lambda m=rows, precision="float32", blocks=None, w_t=False, interpret=True: (
+      paths.dense_on_hopper(m, 784, 256, precision, blocks, w_t, interpret))
+  assert on() and on(precision="tf32")
+  assert not on(m=rows - 8) and not on(precision="bfloat16")
+  assert not on(blocks=(("block_m", 16),)) and not on(w_t=True)
+  assert not on(interpret=False)  # Compiled, on the CPU: no Hopper GPU here.
