@@ -21,8 +21,8 @@ import triton.language as tl
 import jax_triton as jt
 
 # tl.dot needs 16 or more on every side. The Pallas twin's tiles at small batches, 16x16x128,
-# make the 784x256 forward 1.9x faster a call (H100, batch 64: 6.5 against 12.4 us); these are
-# the tiles every check and benchmark ran (docs/PERFORMANCE.md, "Triton beside Pallas").
+# make the 784x256 forward faster than these at batch 64; these are the tiles every check and
+# benchmark ran (docs/design/op_kernels.md).
 # ``blocks=`` overrides them.
 BLOCKS = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
 NUM_WARPS = 4

@@ -2,13 +2,13 @@
 
 jax-triton 0.3.1 lowers every ``triton_call`` to the legacy custom call ``triton_kernel_call``.
 XLA launches those one at a time from the host, outside the command buffers (CUDA graphs) that
-carry the rest of a compiled step, so a step of small kernels waits on their launches: H100,
-the MLP at batch 64, 95.6 us a step for 42.5 us of kernels. jaxlib (0.11) also registers the
+carry the rest of a compiled step, so a step of small kernels waits on their launches (the
+MLP's at batch 64 waited longer than its kernels ran). jaxlib (0.11) also registers the
 typed-FFI target ``triton_kernel_call_ffi``, which jax-triton 0.4 uses (but 0.4 needs Triton
 3.7). This module keeps jax-triton 0.3.1's lowering (the same compiled kernel, the same call
 description) and hands that description to the FFI target as its ``opaque`` attribute, as 0.4
-does. Same machine: 42.5 us a step, the same losses bit for bit (docs/PERFORMANCE.md, "Triton
-through jax-triton").
+does: XLA then graphs the launches with the rest of the step, and the losses are the same bit
+for bit (docs/design/op_kernels.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ with -inf) and writes per row the loss, ``log sum exp(z - max z)`` (kept for the
 whether the first argmax is the label. Backward: dz = (softmax(z) - onehot(label)) * g / B.
 Everything is taken relative to the row maximum, as in the twin. exp and log are libdevice's
 (``__nv_expf``, ``__nv_logf``), as Pallas lowers ``jnp.exp`` and ``jnp.log``: ``tl.exp`` is one
-``ex2.approx`` of x log2(e), a few ulps off (docs/PERFORMANCE.md, "Triton beside Pallas").
+``ex2.approx`` of x log2(e), a few ulps off (docs/design/op_kernels.md).
 """
 
 from __future__ import annotations

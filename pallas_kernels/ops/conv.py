@@ -6,11 +6,11 @@ c channels padded to c_p (a power of two, at least 16):
   by default    a tile per tap (c_p columns), its offsets splats so that Triton loads a row's
                 channels as vectors (but in FMA dx, see there). Triton's float32 product
                 runs on the FMA units and holds a thread's share of the whole inner dimension in
-                registers: at 128 columns it spilled (H100: conv2 forward 348 us against 22 at
-                16).
+                registers: at 128 columns it spilled, and conv2's forward slowed many times
+                over.
   wide          (an override) taps 0-7 as one tile of 8 * c_p columns, tap 8 as another. Meant
-                for the tensor cores' long inner dimension, but their loads are scalar: H100,
-                tf32, conv2's dx 23.5 us at its best blocks against 12.0 per tap.
+                for the tensor cores' long inner dimension, but their loads are scalar: tf32
+                conv2's dx measured slower than with a tile per tap, even at its best blocks.
   one channel   (grey images, any precision) all nine taps as the columns of one 16-wide tile:
                 one product instead of nine that were 15/16 padding.
 Padding is masked, so any channel count works.
@@ -43,15 +43,13 @@ from pallas_kernels import common
 
 # Pixels per program, warps and (dw) splits of all output pixels and pipeline stages of its loop,
 # per kernel, for float32 (FMA units; dx 3xTF32, see FLOAT32_DX) and the tensor-core precisions.
-# Swept on the H100 at the CNN's conv2 (docs/PERFORMANCE.md); dw's loop only reads what the
-# launch never writes, so Triton may load its next blocks ahead (float32 26.1 -> 23.2 us at 2
-# stages, the same bits; tf32 16.8 -> 34.2, conv1 5.3 -> 5.6: one stage). dw's programs take
-# three taps each, g loaded once for the three (float32 22.9 -> 15.8 us, tf32 16.9 -> 12.8, the
-# same bits; nine taps: 16.2 and 14.1). In the CNN's step (``fusion="step"``, conv2's dw beside
-# the dx programs in one launch, conv_stack), float32, us a step: 256 splits 69.3-69.5 against
-# 69.9-70.2 at 128 (512: 73.4; 64: 77.5), but tf32 52.4 against 50.8; conv1's forward (the only
-# user of fwd_p there) 64 pixels a program, 69.3 against 69.9 (alone 3.65 against 3.90 us);
-# dw's loop in 3 stages, 68.5 against 69.1-69.2 (the same bits).
+# The fastest of sweeps at the CNN's conv2, alone and in the CNN's step
+# (docs/design/op_kernels.md). dw's loop only reads what the launch never writes, so Triton may
+# load its next blocks ahead: float32 gained from more stages (the same bits), tf32 and conv1 did
+# not (one stage). dw's programs take three taps each (a row of the window), g loaded once for
+# the three, which beat one tap and nine (the same bits). In the CNN's step (``fusion="step"``,
+# conv2's dw beside the dx programs in one launch, conv_stack) float32 ran best at 256 splits,
+# tf32 at 128; conv1's forward (the only user of fwd_p there) at 64 pixels a program.
 # ``blocks`` overrides: block_p, num_warps (all three kernels), splits, wide, dw_taps.
 DEFAULT_BLOCKS = {
     "float32": dict(fwd_p=64, fwd_warps=4, dx_p=64, dx_warps=4, dw_p=32, dw_warps=4,
@@ -60,15 +58,14 @@ DEFAULT_BLOCKS = {
                    dw_stages=1, dw_taps=3, splits=128),
 }
 # dw of a one-channel input (the CNN's conv1: one 16-column tile of the nine taps) wants longer
-# blocks: 5.3 us against 11.6 float32, 4.3 against 10.3 tf32 (H100, batch 64, 28x28 -> 16).
+# blocks, in float32 and tf32 alike (batch 64, 28x28 -> 16).
 ONE_CHANNEL_DW = dict(dw_p=128, dw_warps=4, dw_stages=1, splits=128)
 
 
 # float32 dx takes its products as 3xTF32 ("float32x3", tensor cores) on the GPU: as accurate
-# as the FMA units' float32 and faster where the FMA product runs slowest. H100, conv2, batch
-# 64: dx 22.4 us against 36.2, largest error 1.7e-7 of the largest float64 value against 7.6e-7.
-# The forward and dw stay on the FMA units, where 3xTF32 was slower at every block size tried
-# (19.5 against 15.6 us, 29.1 against 25.8).
+# as the FMA units' float32 (against float64, conv2's dx came out closer) and faster where the
+# FMA product runs slowest. The forward and dw stay on the FMA units, where 3xTF32 was slower at
+# every block size tried (docs/design/op_kernels.md).
 FLOAT32_DX = "float32x3"
 
 
@@ -131,9 +128,9 @@ def _columns(group, c, vector=True):
   j = jnp.arange(width)
   if taps == 1 and vector:
     # Offsets as splats: Triton then sees that a row's columns are contiguous and loads them
-    # four floats at a time; derived from j // per_tap it did not (scalar loads). H100, in the
-    # CNN step: tf32 dx 24.7 -> 11.2 us, float32 dw 30.7 -> 26.0; but dx on the FMA units
-    # 35.8 -> 123.4 (see conv_dx_kernel).
+    # four floats at a time; derived from j // per_tap it did not (scalar loads). That made tf32
+    # dx and float32 dw faster in the CNN step, but dx on the FMA units much slower (see
+    # dx_tile).
     splat = lambda v: jnp.full((width,), v, jnp.int32)
     return splat(t0 // 3), splat(t0 % 3), j, j < c
   t, ch = t0 + j // per_tap, j % per_tap
@@ -217,9 +214,9 @@ def dx_tile(g_ref, w_ref, b, p, ok, *, h, w, cin, cout, precision, wide):
   oh_n, ow_n = h - 2, w - 2
   ih, iw = p // w, p % w
   acc = jnp.zeros((p.shape[0], common.tile_side(cin)), common.acc_dtype(g_ref.dtype))
-  # Vector loads of g made the FMA units' product 3.4x slower here (H100, conv2: 123 against 36
-  # us, at every block size tried); the tensor-core products 2x faster. On the GPU float32 dx
-  # runs on the tensor cores (FLOAT32_DX); the FMA form is what interpret mode runs.
+  # Vector loads of g made the FMA units' product slower here (conv2, at every block size tried)
+  # and the tensor-core products faster. On the GPU float32 dx runs on the tensor cores
+  # (FLOAT32_DX); the FMA form is what interpret mode runs.
   vector = units(precision) == "tensor"
   for group in _groups(cout, wide):
     di, dj, co, col_ok = _columns(group, cout, vector)

@@ -37,15 +37,13 @@ from pallas_kernels.ops import conv, max_pool
 from pallas_kernels.ops.winograd import outputs as winograd_outputs
 
 # Pooled pixels per program and warps of the forward kernel, for float32 and the tensor-core
-# precisions (``conv.units``). Swept on the H100 at the CNN's conv2 (batch 64, a tile per tap):
-# 15.6 us float32 (32: 16.5, 64: 28.8), 11.3 us tf32 (16: 12.0, 32: 13.1). ``patch``: load the
-# 4 x 4 input patch's 16 tiles once each rather than a tile per (position, tap), 36 (same bits;
-# with the head's logits, H100: tf32 14.3 -> 10.9 us, bfloat16 13.5 -> 9.9, but float32 on the
-# FMA units 17.4 -> 20.3). ``winograd``: the four positions from the patch by F(2x2, 3x3)
-# (``winograd.py``), 16 products instead of 36: float32 17.4 -> 12.2 us at 32 pooled pixels
-# (16: 13.5, 8: 16.0; 8 warps 15.5), the CNN's float32 step 68.7 -> 63.0; tf32 14.1 against
-# 10.9, bfloat16 12.2 against 9.8. ``blocks`` overrides: block_q here, num_warps here and in
-# the backward's dw and dx kernels, patch, winograd, the rest as ``conv.config``.
+# precisions (``conv.units``): the fastest of a sweep at the CNN's conv2 (batch 64, a tile per
+# tap; docs/design/op_kernels.md). ``patch``: load the 4 x 4 input patch's 16 tiles once each
+# rather than a tile per (position, tap), 36 (the same bits; faster on the tensor cores, slower
+# in float32 on the FMA units). ``winograd``: the four positions from the patch by F(2x2, 3x3)
+# (``winograd.py``), 16 products instead of 36: faster in float32, also in the CNN's step,
+# slower in tf32 and bfloat16 than ``patch``. ``blocks`` overrides: block_q here, num_warps here
+# and in the backward's dw and dx kernels, patch, winograd, the rest as ``conv.config``.
 DEFAULT_BLOCKS = {"float32": dict(block_q=32, num_warps=4, patch=False, winograd=True),
                   "tensor": dict(block_q=64, num_warps=4, patch=True, winograd=False)}
 

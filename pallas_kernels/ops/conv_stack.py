@@ -9,8 +9,8 @@ pixels and adds x_cols^T @ g into its own partial of the lower dw (and the sum o
 The partials, one a program, are added up after the kernel in a fixed order, in runs of 16
 first (``common.sum_many_parts``). The same launch also runs the upper convolution's dw
 (``conv.dw_program``), whose programs need only what these need: one launch for the whole
-backward below the pool, its two kinds of program side by side in one grid (H100, the CNN:
-float32 40.2 -> 38.0 us for the two).
+backward below the pool, its two kinds of program side by side in one grid, which measured
+faster than the two launches (docs/design/op_kernels.md).
 
 The input x is data: it gets no gradient (the CNN's images need none).
 
@@ -40,8 +40,7 @@ def reference(x, w1, b1, w2, b2):
 
 # The backward kernel of the upper convolution runs its dw (``conv.dw_program``) in one kind
 # of program and dx-then-lower-dw in the other; which kind takes the first program ids, by
-# conv.units (H100, the CNN, both kinds together: float32 38.0 us dx first, 39.2 dw first; tf32
-# 27.9 and 26.8; as two launches 40.2 and 27.4).
+# conv.units: the order that measured faster in the CNN (float32 dx first, tf32 dw first).
 DX_FIRST = {"float32": True, "tensor": False}
 
 

@@ -14,7 +14,7 @@ Edges: every load and store is masked, so any M, K, N works with any power-of-tw
 Weight layout: ``w_transposed=True`` takes W stored pre-transposed, as (N, K), the layout a CUDA
 study of this MLP found faster for its hand-written kernels; dw then comes back as (N, K) too.
 The kernels only swap which tile they load and which operand of the tile product is transposed.
-Measured on the H100 by ``benchmarks.floors`` (docs/PERFORMANCE.md).
+``benchmarks.floors`` times both layouts (docs/design/op_kernels.md).
 """
 
 from __future__ import annotations
@@ -38,23 +38,14 @@ def reference(x, w, b=None, *, relu=False):
   return jax.nn.relu(y) if relu else y
 
 
-# Block sizes by batch rows and precision, measured on the H100 (docs/PERFORMANCE.md). Up to 128
-# rows: many thin programs with long K steps (16x16x128: 29.6 us per MLP step at batch 64,
-# against 40.4 for 32x32x32), one set for all kernels; up to 256, 32x32x64 in 3 stages (the
-# 784 -> 256 layer at batch 256, forward + dw: float32 23.3 -> 20.1 us, tf32 21.5 -> 13.5,
-# bfloat16 20.5 -> 12.0). Above: forward and dw apart, as the sweep of that layer found them
-# (us at batch 1024 / 8192, before -> after):
-#   float32   fwd 32x32x32 at 1024, 64x64x32 from 4096 rows (125.5 -> 81.9 at 8192);
-#             dw in 32 splits (33.0 -> 24.3 at 1024 with the partial sums; from 4096 rows,
-#             from x transposed, 265.3 -> 119.0 at 8192)
-#   tf32      fwd 64x64x64, from 4096 rows 128x64x32; dw 128x128 tiles in 16 splits (from
-#             4096 rows 128x64 tiles in 8 splits from x transposed: 248.2 -> 68.4 at 8192)
-#   bfloat16  as tf32, but the forward from 4096 rows 64x128x32, and dw there in 32-row steps
-#             and 16 splits: 146.3 -> 43.1 us at 8192
+# Block sizes by batch rows and precision, each the fastest of a sweep on the GPU
+# (docs/design/op_kernels.md). Up to 128 rows: many thin programs with long K steps (16x16x128),
+# one set for all kernels; up to 256, 32x32x64 in 3 stages. Above: the forward and dw apart, as
+# the sweep of the 784 -> 256 layer found them, with larger tiles from _LARGE_ROWS rows.
 # dw's splits give the GPU enough programs: its (K, N) tiles alone are 14 to 200. "x_transposed":
-# the forward keeps x^T (K, M) for dw, written by XLA beside x (12 us at 8192 x 784), so that
-# dw's product takes both operands in their natural layout; it paid only from 4096 rows, and
-# not in bfloat16 (43.1 -> 35.8 us, less than the transpose's 12).
+# the forward keeps x^T (K, M) for dw, written by XLA beside x, so that dw's product takes both
+# operands in their natural layout; it paid only from 4096 rows, and not in bfloat16 (there it
+# saved less than the transpose cost).
 _SMALL = dict(block_m=16, block_n=16, block_k=128, num_warps=4, num_stages=2)
 _MEDIUM = dict(block_m=32, block_n=32, block_k=64, num_warps=4, num_stages=3)
 _LARGE_ROWS = 4096

@@ -13,8 +13,8 @@ backward only scales them by the incoming cotangent (1.0 in training; XLA folds 
 Without differentiation (evaluation) the gradient half is skipped.
 
 Split K. With a long K and a small batch, as the CNN's head (K = 4608, batch 64), a few programs
-would each walk the whole of K twice (117 us on the H100, with 4 programs). From ``SPLIT_K_MIN``
-on, K is cut into slices of ``split`` columns, a program per (row block, slice), in two launches:
+would each walk the whole of K twice, and the GPU would mostly idle. From ``SPLIT_K_MIN`` on,
+K is cut into slices of ``split`` columns, a program per (row block, slice), in two launches:
   logits_part_kernel   the slice's partial logits h[:, slice] @ w[slice]
   split_grads_kernel   the logits summed over the slices in a fixed order (every program of a
                        row block computes the same bits), loss and dz as above, then the
@@ -37,22 +37,20 @@ from pallas_kernels import common
 from pallas_kernels.ops import dense, max_pool, softmax_xent
 from pallas_kernels.ops.softmax_xent import row_stats, softmax_minus_onehot
 
-# 16x128 measured fastest for the MLP at batch 64 on the H200 (docs/PERFORMANCE.md): four
-# programs share the batch, and K=256 takes two steps. From LARGE_ROWS rows on, 64-row blocks:
-# 16-row ones leave 512 partial dw tiles at batch 8192, whose sum took longer than the kernel
-# (H100, K = 256: 33.3 -> 22.0 us float32, 24.0 -> 15.8 tf32, with the sums).
+# 16x128 measured fastest for the MLP at batch 64 (docs/design/op_kernels.md): four programs
+# share the batch, and K=256 takes two steps. From LARGE_ROWS rows on, 64-row blocks: 16-row ones
+# leave 512 partial dw tiles at batch 8192, whose sum took longer than the kernel.
 DEFAULT_BLOCKS = dict(block_m=16, block_k=128)
 LARGE_ROWS = 4096
 LARGE_BLOCKS = dict(block_m=64, block_k=64)
 MAX_CLASSES = 128  # Beyond this the logits tile no longer fits registers: use the unfused ops.
 SPLIT_K_MIN = 2048  # From this K on, the gradient pass splits K across programs.
-# H100, the CNN's head with the pool's spread, alone (logits and gradient kernels): float32
-# 11.3 -> 9.7 us from 64- to 128-column K blocks; in the CNN's step (partial logits given),
-# float32 73.4 -> 72.6 us, tf32 54.9 -> 54.5 (16-row blocks at 2 warps: 72.2 and 55.5).
+# 128-column K blocks measured faster than 64 for the CNN's head with the pool's spread, alone
+# and in the CNN's step (partial logits given) (docs/design/op_kernels.md).
 SPLIT_BLOCKS = dict(block_m=32, block_k=128, split=128)
-# Up to this many K slices the gradient pass adds the partial logits in an unrolled chain (H100,
-# the CNN's head, 36 slices: 9.2 -> 6.2 us float32, 7.1 -> 4.1 tf32, the same bits); beyond, in
-# a loop.
+# Up to this many K slices the gradient pass adds the partial logits in an unrolled chain, its
+# loads in flight together (faster than a loop for the CNN's head's 36 slices, the same bits);
+# beyond, in a loop.
 UNROLL_SLICES = 64
 
 

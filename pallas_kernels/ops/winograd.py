@@ -10,7 +10,7 @@ where * multiplies position by position. Here every entry is a tile: d[r][s] the
 (pixels, cin) input tile at offset (r, s), g[r][s] the (cin, cout) weights of tap (r, s), and *
 a tile product. That is 16 products for the block instead of the direct form's 4 x 9; the
 transforms are additions (and halvings of the weights), cheap beside the products, and round
-differently from the direct sum (about as accurately: see docs/PERFORMANCE.md).
+differently from the direct sum (about as accurately: see docs/design/op_kernels.md).
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ def outputs(d, g, precision):
   tiles, ``d(r, s)`` loading the one at offset (r, s), and the filter's tiles g (3 x 3). The
   whole of B^T d B and G g G^T first, then M a row of four products at a time, each row's share
   of A^T M A added in at once. (Transforming each tile just before its product, loading d's
-  rows again where B^T takes them twice, was slower: H100, the CNN's float32 step 68.9 us
-  against 63.2.)"""
+  rows again where B^T takes them twice, made the CNN's float32 step slower.)"""
   u = transform(BT, [[d(r, s) for s in range(4)] for r in range(4)])
   v = transform(G, g)
   y = [None] * 4
