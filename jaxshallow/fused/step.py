@@ -3,18 +3,18 @@
 
 With ``fusion="ops"`` a step is ``jax.grad`` over the Pallas ops, then optax: the kernels leave
 their weight gradients as partial tiles, and XLA adds each parameter's up and updates it, and
-records the step's loss and accuracy, in launches of their own (H100, the CNN: 11 launches,
-about 15 us of a 87 us step). Here the step calls the same forward and backward kernels
-directly and ends in one kernel (``pallas_kernels.fused.sgd_parts``) that adds up every partial, runs
-optax's sgd (with momentum, if asked) on every parameter in place, and stores the step's metrics
-in the epoch's arrays; the first kernel (``pallas_kernels.fused.conv_batch``) reads the step's batch
-from the data set itself, where XLA would gather it in two launches more; and the output
-layer's gradient kernel spreads its input gradient through the max-pool itself (even maps),
-where the pool's backward would be a launch of its own. The upper convolution's kernel computes
-the output layer's logits too, in partial sums, and one backward launch runs both convolutions'
-weight gradients (``conv_stack.backward_parts``). 5 kernels a step (batch_conv, conv_relu_pool,
-dense_xent_grads, conv_stack_bwd, sgd_parts), and the loop's counter once every ``UNROLL``
-steps.
+records the step's loss and accuracy, in launches of their own (the CNN: 11 launches, each of
+them mostly launch cost; docs/design/cnn.md). Here the step calls the same forward and backward
+kernels directly and ends in one kernel (``pallas_kernels.fused.sgd_parts``) that adds up every
+partial, runs optax's sgd (with momentum, if asked) on every parameter in place, and stores the
+step's metrics in the epoch's arrays; the first kernel (``pallas_kernels.fused.conv_batch``)
+reads the step's batch from the data set itself, where XLA would gather it in two launches more;
+and the output layer's gradient kernel spreads its input gradient through the max-pool itself
+(even maps), where the pool's backward would be a launch of its own. The upper convolution's
+kernel computes the output layer's logits too, in partial sums, and one backward launch runs
+both convolutions' weight gradients (``conv_stack.backward_parts``). 5 kernels a step
+(batch_conv, conv_relu_pool, dense_xent_grads, conv_stack_bwd, sgd_parts), and the loop's
+counter once every ``UNROLL`` steps.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from jaxshallow.fused import epoch as fused_epoch
 
 MODELS = ("cnn",)
 OPTIMIZERS = ("sgd", "momentum")
-# Steps an iteration of the epoch's loop: the loop's counter is an XLA launch of its own
-# (about 1.2 us on the H100), paid once an iteration. H100, float32, us a step: 70.6 at 1,
-# 69.9 at 2, 69.2 at 4 (compilation 6.1, 8.1, 9.7 s).
+# Steps an iteration of the epoch's loop: the loop's counter is an XLA launch of its own, paid
+# once an iteration. More steps an iteration made the step faster and the compile longer
+# (docs/design/cnn.md).
 UNROLL = 4
 
 

@@ -37,7 +37,7 @@ transposed, the rows row-major), so neither x^T nor h is ever formed. The batch 
 step ahead. The CTAs of u = 0 write each step's outputs; the losses are their squared errors'
 means, added up after the launch in a fixed order (``common.fixed_order_mean``).
 
-Why this layout: docs/PERFORMANCE.md ("The regression net in one cluster"). Mosaic GPU's
+Why this layout: docs/design/cluster_kernels.md. Mosaic GPU's
 interpreter (jax 0.11.2) does not model reads of a peer's shared memory, so the CPU tests lower
 the kernel without running it and check ``reference``, its plain-jnp twin, against float64;
 ``experiments.check_kernels --only=cluster`` checks the kernel itself on a Hopper GPU.

@@ -52,7 +52,7 @@ step's tile j is fetched as soon as the backward's tile j is done with it, so th
 behind the backward, and the forward waits for each tile just before its product.
 The exchanges are small (class k's 64 partial logits from each CTA; then the 10 columns of
 logits) and wait on nothing but their data: no cluster barrier in the step (pulled through one,
-with reads of the peers' memory, they cost about 1 us a step more). One inbox each is enough:
+with reads of the peers' memory, they made the step slower). One inbox each is enough:
 a CTA pushes a step's columns only after it has the last step's logits, which their CTAs sent
 only after reading their inbox. Shared memory is the limit (x 104 KB, W0's parts 78 KB, and
 Mosaic GPU rounds every buffer up to 1 KB; about 2 KB is left): the small products' operands,
@@ -60,19 +60,15 @@ their sums and the second warpgroup's part of z take turns in one memory (a ``Re
 CTA 0 writes each step's per-row losses and correct flags; they are added up after the launch
 in a fixed order.
 
-Status: correct on the H100 (jax 0.11.2; a whole MNIST epoch's losses within 3.5e-6 of
-``reference`` in float64; ``experiments.check_kernels --only=cluster_mlp`` against train_step).
-A whole epoch: 7.0 us a step in float32 against 32.5 for xla's scan in the same process, 6.1
-to 6.25 in tf32, 5.9 to 6.0 in bfloat16, each faster than the grid-barrier epoch kernel
-(``mlp_epoch``: 13.4, 10.0, 9.6 in its last bench); docs/PERFORMANCE.md, "Pushes spread over
-four warps", which also measures the step's floor: its two exchanges cost 1.75 us of it. So
-the trainer runs it for this network on Hopper (``jaxshallow.fused.epoch``) with jax 0.10 /
-0.11 (``lowers``). It compiles in 27 to 34 s in the bench (2026-11-26, the day's last
-session), 51 to 59 s beside the trainer checks' other compiles. ``reference`` is its plain-jnp
-twin; ``profile_dir`` times its phases (``PHASES``, with one warpgroup) with Mosaic GPU's
-profiler; ``interpret=True`` runs it in Mosaic GPU's interpreter with one warpgroup and the
-pulled exchanges (jax >= 0.11; jax 0.11.2's needs a local patch for reads of a peer's shared
-memory).
+Checked against ``reference`` in float64 over a whole MNIST epoch, and against train_step
+(``experiments.check_kernels --only=cluster_mlp``). In every precision its epoch measured faster
+than xla's scan and than the grid-barrier epoch kernel (``mlp_epoch``), so the trainer runs it
+for this network on Hopper (``jaxshallow.fused.epoch``) with jax 0.10 / 0.11 (``lowers``). The
+timings, the step's floor with the exchanges' share of it, and the compile's length are in
+docs/design/cluster_kernels.md. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
+phases (``PHASES``, with one warpgroup) with Mosaic GPU's profiler; ``interpret=True`` runs it in
+Mosaic GPU's interpreter with one warpgroup and the pulled exchanges (jax >= 0.11; jax 0.11.2's
+needs a local patch for reads of a peer's shared memory).
 """
 
 from __future__ import annotations
@@ -111,8 +107,9 @@ PHASES = ("forward", "partials", "exchange_1", "sum_class", "exchange_2", "read_
 
 def lowers() -> str | None:
   """Why this jax cannot compile the kernel (one line), or None if it can: jax 0.12's Mosaic GPU
-  infers layouts by a search that did not finish on it (over 10 minutes on a CPU, 25 with the
-  pushed exchanges; the backward's buffers sharing one memory are what it stalls on)."""
+  infers layouts by a search that did not finish on it (stopped after many minutes on a CPU,
+  with the pulled exchanges and the pushed; the backward's buffers sharing one memory are what it
+  stalls on)."""
   version = tuple(int(v) for v in jax.__version__.split(".")[:2])
   if version >= (0, 12):
     return f"jax {jax.__version__}'s Mosaic GPU layout inference does not finish on it"
@@ -154,7 +151,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def split3(a):
     """a as three bfloat16 parts that add up to it exactly (``dense_mgpu.split3``), here by
     the hardware's conversion (round to nearest even, as split3's integer rounding) and back:
-    fewer instructions (float32 8.24 -> 7.35 us a step in one call, the same bits). split3
+    fewer instructions (a faster float32 step, the same bits). split3
     rounds in integers because XLA drops a float32 -> bfloat16 -> float32 round trip; the
     interpreter runs through XLA, so it keeps split3."""
     if not ptx:
@@ -178,10 +175,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     return pl.ds(64 * j, 64)
 
   def over_tiles(body, first=0, last=TILES):  # body(j) for the input tiles first .. last - 1
-    # A loop on the GPU: unrolled, ptxas spilled (the backward's tiles took 24.6 us a step, not
-    # 14.5; the forward's 2.7 us more: PERFORMANCE.md, "Where cluster_mlp_mgpu's step goes"). Mosaic
-    # GPU's interpreter (jax 0.11.2) hangs on a loop inside the step loop (cause not found), so
-    # it runs the same tiles unrolled.
+    # A loop on the GPU: unrolled, ptxas spilled, and the forward's and the backward's tiles ran
+    # slower (docs/design/cluster_kernels.md). Mosaic GPU's interpreter (jax 0.11.2) hangs on a
+    # loop inside the step loop (cause not found), so it runs the same tiles unrolled.
     if unroll:
       for j in range(first, last):
         body(j)
@@ -212,7 +208,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     """A barrier of the warpgroup, where its threads hand data to each other or the tensor
     cores' or a copy's reads must end before threads or a copy write the same memory:
     ``commit_smem`` without its proxy fence, which only threads' stores read by the tensor
-    cores or a copy need (bfloat16: 7.02 -> 6.76 us a step). PTX, so not in the interpreter."""
+    cores or a copy need (a faster step than with the fence). PTX, so not in the interpreter."""
     if not ptx:
       return plgpu.commit_smem()
     from jax.experimental.mosaic.gpu import utils as mgpu_utils
@@ -313,7 +309,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def forward(first, last):  # z's part from W0's tiles first .. last - 1 (not yet / 255)
     def product(acc):  # x times W0's parts side by side: x is read once
       def one(j):  # Each tile's product as soon as its x is in: the last copies overlap the
-        plgpu.barrier_wait(x_tiles.at[j])  # earlier products (bfloat16 6.50 -> 6.21 us a step)
+        plgpu.barrier_wait(x_tiles.at[j])  # earlier products (a faster step than waiting for all)
         plgpu.wgmma(acc, x.at[j], w0p.at[tile(j), used])
       over_tiles(one, first, last)
       plgpu.wgmma_wait(0)
@@ -460,24 +456,23 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
           profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
-  # around every store to shared memory (about 190 a step, counted in the code): 11.8 -> 10.9 us
-  # a step when it came in.
+  # around every store to shared memory (about 190 a step, counted in the code): a faster step.
   params = {"unsafe_no_auto_barriers": True}
   if profile_dir:  # Each scope takes 4 entries a step, the header 3.
     params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
   f32, bf16 = jnp.float32, jnp.bfloat16
   # Mosaic GPU's interpreter (jax 0.11.2) did not finish the kernel with two warpgroups (cause
   # not found), and the profiler's buffers did not fit beside two (232,800 bytes of shared
-  # memory asked for, 232,448 there, in the form before 3f222a5; a scratch copy with four
-  # steps' entries counted per range did fit beside two, PERFORMANCE.md, "Pushing the
-  # exchanges"): in both, the first warpgroup does all of W0's tiles.
+  # memory asked for, 232,448 there, in an earlier form of the kernel; a scratch copy with four
+  # steps' entries counted per range did fit beside two, docs/design/cluster_kernels.md): in
+  # both, the first warpgroup does all of W0's tiles.
   warpgroups = 1 if interpret or profile_dir else 2
   # W0's tiles 0 .. split - 1 are the first warpgroup's, the rest the second's (the first also
-  # takes the small products: 5 and 8 measured 9.04 us a step in float32, 4 and 9 9.26, 6 and
-  # 7 9.08, 7 and 6 9.49; with the exchanges pushed 8.06, 8.49 and 8.18).
+  # takes the small products: 5 and 8 ran fastest in float32 of the splits tried, 4 to 7, with
+  # the exchanges pulled and pushed; docs/design/cluster_kernels.md).
   split = SPLIT if warpgroups == 2 else TILES
-  # W0's float32 values held in registers at tf32 and bfloat16 (one call: bfloat16 6.33 -> 5.49
-  # us a step, tf32 6.75 -> 6.26, the same bits); at float32 ptxas spills (7.30 -> 7.89).
+  # W0's float32 values held in registers at tf32 and bfloat16 (a faster step, the same bits);
+  # at float32 ptxas spills and the step is slower.
   registers = parts < 3
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))

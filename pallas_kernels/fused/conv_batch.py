@@ -2,11 +2,11 @@
 
 A step on data resident on the device starts by gathering its batch, ``images[order[rows]]``
 and ``labels[order[rows]]``, and converting the uint8 pixels to float: two XLA launches a step
-(H100, the CNN: 2.3 + 1.4 us). Here conv + bias + ReLU (``conv.fwd_tile``) reads the images
-where they lie: program (b, i) looks up batch row b's example, ``order[step * B + b]``, and reads
-its pixels as floats in [0, 1] as it loads them. The rest of the step needs the batch too (dw
-of this convolution, the loss), so the same launch also writes it out: each program a share of
-its image's pixels, the first one of each image its label (as int32).
+(docs/design/cnn.md). Here conv + bias + ReLU (``conv.fwd_tile``) reads the images where they
+lie: program (b, i) looks up batch row b's example, ``order[step * B + b]``, and reads its pixels
+as floats in [0, 1] as it loads them. The rest of the step needs the batch too (dw of this
+convolution, the loss), so the same launch also writes it out: each program a share of its
+image's pixels, the first one of each image its label (as int32).
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 step, with the batches gathered from the uint8 data by the epoch's order.
 
 Why: a step of these small networks is under a microsecond of the chip's arithmetic, but an XLA
-loop over steps pays 7-13 us per iteration for its kernel launches. Here the programs stay
-resident for the whole epoch, loop over the steps themselves, and meet at grid-wide barriers
-where a step needs data that other programs computed.
+loop over steps pays more than that per iteration just to launch its kernels
+(docs/design/epoch_kernels.md). Here the programs stay resident for the whole epoch, loop over
+the steps themselves, and meet at grid-wide barriers where a step needs data that other programs
+computed.
 
 Layout. Layer l maps n_l inputs to n_{l+1} outputs; its weight matrix is cut into tiles of
 ``block_k`` rows (inputs) by ``block_n`` columns (output units). Tile t of a layer always belongs
@@ -147,18 +148,18 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
   plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8)
   # Layer 0's inputs per tile: the narrowest of 32, 64 and 128 that still gives every program
   # one tile at most, so that more SMs share the products. Narrower (more partial sums for the
-  # next phase to add) was slower. Softmax regression on the H100: 7.9 us a step with 128
-  # (7 programs), 6.1 with 64, 5.0 with 32, 11.4 with 16 (49 programs).
+  # next phase to add) was slower: softmax regression ran fastest at 32 (25 programs), slowest
+  # at 16 (49 programs) (docs/design/epoch_kernels.md).
   for block in (32, 64, 128):
     narrower = dataclasses.replace(plan, input_block=block)
     if block <= plan.block_k(0) and narrower.tiles(0) <= max_programs:
       plan = narrower
       break
   programs = min(max_programs, max(plan.tiles(l) for l in range(plan.layers)))
-  # Measured on the H100 (docs/PERFORMANCE.md): with the softmax head and a (rows, block_k)
-  # input tile of 8K values, 4 warps a program take nearly twice as long as 8 (register
-  # pressure, likely); with smaller tiles (softmax regression's 64 x 32) 4 warps are a little
-  # faster, and with the one-output mse head 8 warps take 26 % longer than 4.
+  # Warps a program, as measured (docs/design/epoch_kernels.md): with the softmax head and a
+  # (rows, block_k) input tile of 8K values, 8 warps are much faster than 4 (register pressure,
+  # likely); with smaller tiles (softmax regression's 64 x 32), and with the one-output mse head,
+  # 4 are faster.
   wide = head == "xent" and plan.rows * plan.block_k(0) >= 8192
   return dataclasses.replace(plan, programs=programs, num_warps=8 if wide else 4)
 

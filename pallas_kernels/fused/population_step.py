@@ -3,8 +3,8 @@
 A population of N networks (``jax.vmap`` over these kernels puts the members on a grid axis)
 is bound by the hidden layer's weights: 64 members of the 784-256-10 MLP hold 51 MB of W0,
 which a step reads in the forward product and reads and writes in the update. XLA's vmapped step
-moves it three times in two products (docs/PERFORMANCE.md). Here it moves twice, in one kernel,
-because step s's update and step s+1's forward meet on the same tile of W0:
+moves it three times in two products (docs/design/populations.md). Here it moves twice, in one
+kernel, because step s's update and step s+1's forward meet on the same tile of W0:
 
   update_forward   program j owns columns j*block_n.. of W0; for each block of K rows it loads
                    the W0 tile, adds x_s^T gs (the update: gs = -lr * dloss/dpre, from the head),
@@ -33,8 +33,8 @@ from jax.experimental.pallas import triton as plgpu
 from pallas_kernels import common
 from pallas_kernels.ops.dense_xent import MAX_CLASSES, _logits, _loss_and_dz
 
-# Swept on the H100 for 64 members of 784-256-10 at batch 64 (docs/PERFORMANCE.md): 160 us a
-# call against 174 for 32x32 and over 4 ms where the tiles spill (64x64 with one stage).
+# The fastest of a sweep for 64 members of 784-256-10 at batch 64 (docs/design/populations.md):
+# ahead of 32x32; larger tiles spill (64x64 with one stage) and run far slower.
 DEFAULT_BLOCKS = dict(block_k=16, block_n=64, num_warps=4, num_stages=1)
 MAX_BATCH = 128  # The whole batch is one tile of rows in both kernels.
 

@@ -3,8 +3,8 @@ partial sums, and the step's metrics.
 
 Kernels that split a reduction over programs (conv dw over pixel splits, the head's dw over row
 blocks) leave P partial tiles per parameter. Added up by XLA, each parameter's sum and update is
-a launch of its own, and the step's loss and count a few more (the CNN: 11 launches, about 15 us
-a step on the H100, each 1 to 3 us of mostly launch). Here one launch does all of them:
+a launch of its own, and the step's loss and count a few more (the CNN: 11 launches, each of
+them mostly launch cost; docs/design/cnn.md). Here one launch does all of them:
 
   a program owns ``block`` consecutive elements of one parameter's partial layout; it adds the
   P partials in a fixed order (``rows`` of them at a time by one tile sum, the tiles in

@@ -6,9 +6,8 @@ two waits on the cluster network, the barrier's and the reads'. Pushed (this mod
 copies a row into the receiver's shared memory with the copy engine (``cp.async.bulk``), and the
 copy completes on an mbarrier in the receiver's memory, which the receiver waits on; then it
 reads its own memory. One wait, and no cluster barrier. cluster_mlp_mgpu's two exchanges (ten
-columns of 64 floats to ten CTAs, then one column from each of those to all 16) take 1.16 us a
-step pulled and 0.69 pushed on the H100 (jax 0.11.2, ``probes.cluster_exchange --mlp``;
-docs/PERFORMANCE.md, "Pushing the exchanges").
+columns of 64 floats to ten CTAs, then one column from each of those to all 16) measured faster
+pushed than pulled (``probes.cluster_exchange --mlp``; docs/design/cluster_kernels.md).
 
 Pallas has no push of a shared-memory row to a peer, so the three pieces are PTX, emitted
 through ``plgpu.inline_mgpu``:
@@ -20,8 +19,8 @@ through ``plgpu.inline_mgpu``:
              holds one row a sender); the copy's completion counts the bytes off
   scatter,   the same for several receivers, spread over the warpgroup's four warps (one lane
   broadcast  each): row k to CTA k, or one row to CTAs 0 .. n - 1. Issued by one thread, 16
-             pushes go out one after another; by four warps, four at a time (cluster_mlp_mgpu:
-             bfloat16 6.29 -> 5.87 us a step, tf32 6.58 -> 6.07, in one call)
+             pushes go out one after another; by four warps, four at a time (a faster
+             cluster_mlp_mgpu step)
   wait       every thread: spin on the mbarrier's phase (the step's parity)
 
 An mbarrier with ``n`` senders completes a phase when all ``n`` have arrived and all their
@@ -30,7 +29,7 @@ copy engine first (``plgpu.commit_smem``: a proxy fence and a barrier of the war
 is the caller's to order: a sender may push the next step's row only once the receiver has read
 the last (in cluster_mlp_mgpu every exchange waits on one that follows the reads). The mbarriers'
 default semantics are enough: the data comes with the copy, not with the arrival. Marking the
-arrival ``.release.cluster`` made a probe's step fourteen times slower (9.3 us).
+arrival ``.release.cluster`` made a probe's step many times slower.
 
 GPU only: Mosaic GPU's interpreter cannot run PTX, so kernels keep a pulled form for it.
 """
