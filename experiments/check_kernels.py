@@ -494,8 +494,7 @@ def cluster_cases(rng, interpret):
 
 
 # Steps: one, and an odd count over the kernel's two-step loop and its last step. Each count is
-# its own kernel: compiling one took 75 s alone to 143 s beside other compiles on the H100
-# (2026-11-26, docs/PERFORMANCE.md, "Two warpgroups and fewer barriers").
+# its own kernel, and each compiles slowly (docs/design/cluster_kernels.md), so two counts only.
 CLUSTER_MLP_STEPS = [1, 7]
 
 

@@ -1,5 +1,5 @@
 """What an exchange between the CTAs of one thread-block cluster costs (Pallas Mosaic GPU,
-Hopper): the measurement behind docs/PERFORMANCE.md's "Mosaic GPU clusters".
+Hopper): the measurement behind the cluster exchanges in docs/design/cluster_kernels.md.
 
   python -m probes.cluster_exchange                       # 128 floats, clusters of 2-16
   python -m probes.cluster_exchange --floats=128,1024 --clusters=4,8
@@ -14,13 +14,13 @@ read overtake a write. The cost a step is the difference between launches of ``-
 1,000 steps, over the difference in steps (median of ``--repeats`` launches each), so the launch
 itself drops out.
 
-``--mlp`` also times cluster_mlp_mgpu's two exchanges alone, pulled (as above: a cluster barrier, then
-reads of the peers' memory) and pushed (``pallas_kernels.mgpu.cluster_push``: each row copied into the
-receiver's memory, completing on its mbarrier; no cluster barrier), the pushes issued by one
-thread one after another (``pushed``) or by the warpgroup's four warps (``spread``, as the
-kernel does). 16 CTAs, the kernel's shapes:
-each CTA has ten columns of 64 floats, CTA k < 10 adds up the 16 CTAs' column k in CTA order,
-then every CTA gets the ten sums and checks them; the next step's columns depend on them.
+``--mlp`` also times cluster_mlp_mgpu's two exchanges alone, pulled (as above: a cluster
+barrier, then reads of the peers' memory) and pushed (``pallas_kernels.mgpu.cluster_push``: each
+row copied into the receiver's memory, completing on its mbarrier; no cluster barrier), the
+pushes issued by one thread one after another (``pushed``) or by the warpgroup's four warps
+(``spread``, as the kernel does). 16 CTAs, the kernel's shapes: each CTA has ten columns of 64
+floats, CTA k < 10 adds up the 16 CTAs' column k in CTA order, then every CTA gets the ten sums
+and checks them; the next step's columns depend on them.
 
 For comparison it times the grid-wide exchange of the epoch kernel the same way
 (``mlp_epoch.barrier_stress``, Triton: every program writes a tile, meets all the others at the

@@ -1,5 +1,6 @@
-"""The regression net's cluster kernel (``pallas_kernels.fused.cluster_epoch_mgpu``, Pallas Mosaic GPU,
-Hopper) checked against float64 and timed per step, with Mosaic GPU's per-phase profile.
+"""The regression net's cluster kernel (``pallas_kernels.fused.cluster_epoch_mgpu``, Pallas
+Mosaic GPU, Hopper) checked against float64 and timed per step, with Mosaic GPU's per-phase
+profile.
 
   python -m probes.cluster_regression                  # 32-256-1: 8 CTAs
   python -m probes.cluster_regression --hidden=128,512 --profile

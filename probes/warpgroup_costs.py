@@ -1,10 +1,11 @@
-"""What cluster_mlp_mgpu's pieces cost alone, on one warpgroup a CTA (Pallas Mosaic GPU, Hopper): the
-measurement behind docs/PERFORMANCE.md's "Where cluster_mlp_mgpu's step goes".
+"""What cluster_mlp_mgpu's pieces cost alone, on one warpgroup a CTA (Pallas Mosaic GPU,
+Hopper): the measurement behind where cluster_mlp_mgpu's step goes, in
+docs/design/cluster_kernels.md.
 
   python -m probes.warpgroup_costs
 
-A loop iteration does what one step of ``pallas_kernels.fused.cluster_mlp_mgpu`` does with one of its
-pieces, over W0's thirteen tiles of 64 inputs (K = 64 each, so 4 wgmma instructions a tile):
+A loop iteration does what one step of ``pallas_kernels.fused.cluster_mlp_mgpu`` does with one of
+its pieces, over W0's thirteen tiles of 64 inputs (K = 64 each, so 4 wgmma instructions a tile):
 
   forward  x (64, 64) @ W0's parts side by side (64, N), accumulated over the tiles, one wait
   backward x^T @ dz's parts (64, N) a tile, each waited for (the kernel updates W0's tile next)

@@ -116,9 +116,8 @@ def divergence_message(result: dict) -> str:
 
 
 # Groups of epochs the host keeps dispatched beyond the one whose losses it waits for, with
-# ``overlap``. Two, not one: the regression net's epoch (100 steps of ~4 us on the H100) is
-# short enough that with one ahead the device sometimes waited for the host (docs/PERFORMANCE.md,
-# "The mask read transposed, the host two epochs ahead").
+# ``overlap``. Two, not one: the regression net's epoch (100 short steps) is short enough that
+# with one ahead the device sometimes waited for the host (docs/design/cluster_kernels.md).
 AHEAD = 2
 
 
