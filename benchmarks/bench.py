@@ -2,6 +2,11 @@
 
   python -m benchmarks.bench                       # the whole suite; writes docs/RESULTS.md
   python -m benchmarks.bench --quick --out_dir=/tmp/bench   # a tiny run (the CPU test)
+  python -m benchmarks.bench --grid                # the breadth grid: writes docs/GRID.md
+
+``--grid`` trains every point of ``benchmarks.grid`` (or those of ``--points``) with xla and
+pallas in this one process, and writes GRID.md, grid.json and grid.png: train and compile time
+of each, the path pallas took, and the accuracy (or final MSE) as a mean over ``--seeds``.
 
 Each configuration is compiled ahead of time (reported as compile time), warmed up for an epoch,
 reset to the same initial weights, then trained ``repeats`` times; the table shows the median
@@ -28,7 +33,7 @@ import sys
 import numpy as np
 from absl import app, flags, logging
 
-from benchmarks import torch_peer
+from benchmarks import grid, torch_peer
 from jaxshallow import data, paths
 from jaxshallow.run import config, runner, trainers
 
@@ -63,6 +68,10 @@ _QUICK = flags.DEFINE_bool("quick", False, "Tiny configurations: a structural ch
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where RESULTS.md, JSON, CSV and plots go.")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Folder with the MNIST files.")
 _PLOTS = flags.DEFINE_bool("plots", True, "Draw PNG plots (needs matplotlib, the plots extra).")
+_GRID = flags.DEFINE_bool("grid", False, "Run the breadth grid (benchmarks.grid) instead.")
+_POINTS = flags.DEFINE_list("points", [], "With --grid: only these points (all if empty).")
+_SEEDS = flags.DEFINE_list("seeds", ["0"], "With --grid: the accuracy is the mean over these "
+                           "seeds (timing from the first).")
 
 BASE = {  # The reference configuration of each workload (WORKLOADS.md).
     "mlp": config.Config(model="mlp"),
@@ -163,7 +172,50 @@ def build_cases(impls: list[str]) -> list[Case]:
   return cases
 
 
+def grid_cases() -> list[Case]:
+  """xla and pallas at every point of the grid (or of ``--points``)."""
+  quick = _QUICK.value
+  cases = []
+  for point in grid.points(_POINTS.value):
+    for impl in ("xla", "pallas"):
+      cfg = paths.resolve(grid.config_of(point, impl, quick, data_dir=_DATA_DIR.value,
+                                         seed=int(_SEEDS.value[0])))
+      cases.append(Case("grid", cfg.model, impl, point.name, cfg,
+                        1 if quick else _REPEATS.value))
+  return cases
+
+
 _DATA: dict = {}
+
+
+def dataset(cfg: config.Config):
+  key = (cfg.model, cfg.dataset, cfg.train_limit, cfg.test_limit, cfg.seed)
+  if key not in _DATA:
+    _DATA[key] = runner.load_data(cfg)
+  return _DATA[key]
+
+
+def score(trainer, cfg: config.Config):
+  """The test accuracy (final training MSE for the regression net) of a trained network."""
+  if cfg.model == "regression":
+    return trainer.evaluate("train")["loss"]
+  return trainer.evaluate("test")["accuracy"]
+
+
+def seed_scores(case: Case, compiled, seeds) -> list:
+  """The score of ``case``'s network trained from each of ``seeds`` (its initial weights and
+  batch order), with the function ``compiled`` for the first seed; None where it diverged."""
+  import jax
+  scores = []
+  for seed in seeds:
+    cfg = dataclasses.replace(case.cfg, seed=seed)
+    ds = dataset(cfg)
+    trainer = make_trainer(dataclasses.replace(case, cfg=cfg), ds,
+                           jax.tree.map(np.asarray, trainers.init_params(cfg, ds)))
+    trainer.fn = compiled  # The same shapes: no second compile.
+    _, losses = runner.timed_epochs(trainer, cfg.epochs)
+    scores.append(score(trainer, cfg) if np.all(np.isfinite(losses)) else None)
+  return scores
 
 
 def make_trainer(case: Case, ds, params):
@@ -175,14 +227,11 @@ def make_trainer(case: Case, ds, params):
 def measure(case: Case) -> dict:
   import jax
   cfg = case.cfg
-  key = (cfg.model, cfg.dataset, cfg.train_limit, cfg.test_limit, cfg.seed)
-  if key not in _DATA:
-    _DATA[key] = runner.load_data(cfg)
-  ds = _DATA[key]
+  ds = dataset(cfg)
   init = jax.tree.map(np.asarray, trainers.init_params(cfg, ds))  # Host copies: reusable.
   trainer = make_trainer(case, ds, init)
   compile_s = trainer.compile()
-  if case.impl != "numpy":  # Warm up, then start again from the same weights.
+  if case.impl != "numpy" and not _QUICK.value:  # Warm up, then the same weights again.
     trainer.run_epoch(0)
     trainer.set_params(init)
   runs = []
@@ -198,6 +247,7 @@ def measure(case: Case) -> dict:
   result = dict(
       group=case.group, workload=case.workload, impl=case.impl, variant=case.variant,
       fusion=cfg.fusion,  # None but for pallas.
+      path=paths.describe(cfg) if case.impl in ("xla", "pallas") else case.impl,
       optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs,
       n_train=len(ds.train_labels),
       repeats=case.repeats, train_time_s=total, epoch_time_s=total / epochs,
@@ -207,10 +257,14 @@ def measure(case: Case) -> dict:
       diverged=not all(np.isfinite(losses)))
   if result["diverged"]:  # No accuracy for a diverged network: the row says so instead.
     return result
-  if cfg.model == "regression":
-    result["final_mse"] = trainer.evaluate("train")["loss"]
-  else:
-    result["test_accuracy"] = trainer.evaluate("test")["accuracy"]
+  scores = [score(trainer, cfg)]
+  if case.group == "grid":
+    scores += seed_scores(case, trainer.fn, [int(s) for s in _SEEDS.value[1:]])
+    result["seed_scores"] = scores
+    if None in scores:
+      result["diverged"] = True
+      return result
+  result["final_mse" if cfg.model == "regression" else "test_accuracy"] = float(np.mean(scores))
   return result
 
 
@@ -330,6 +384,81 @@ def write_outputs(results, info, out_dir: pathlib.Path, notes: list[str]) -> lis
   return plots
 
 
+def grid_rows(results: list[dict]) -> list[dict]:
+  """One row a grid point: xla beside pallas, and pallas' speedup in train time."""
+  by = {(r["variant"], r["impl"]): r for r in results if r["group"] == "grid"}
+  rows = []
+  for point in dict.fromkeys(r["variant"] for r in results if r["group"] == "grid"):
+    x, p = by.get((point, "xla")), by.get((point, "pallas"))
+    if not (x and p):
+      continue
+    metric = "final_mse" if x["workload"] == "regression" else "test_accuracy"
+    rows.append(dict(point=point, epochs=x["epochs"], xla_s=x["epoch_time_s"],
+                     pallas_s=p["epoch_time_s"], speedup=x["train_time_s"] / p["train_time_s"],
+                     path=p["path"], xla_compile_s=x["compile_time_s"],
+                     pallas_compile_s=p["compile_time_s"], metric=metric,
+                     xla_score=x.get(metric), pallas_score=p.get(metric),
+                     seeds=len(x.get("seed_scores", [0]))))
+  return rows
+
+
+def grid_summary(rows: list[dict]) -> str:
+  speedups = [r["speedup"] for r in rows]
+  if not speedups:
+    return "no grid point ran"
+  worst = min(rows, key=lambda r: r["speedup"])
+  return (f"{len(rows)} points: geometric mean {np.exp(np.mean(np.log(speedups))):.2f}x, "
+          f"lowest {worst['speedup']:.2f}x ({worst['point']}); "
+          f"{sum(s < 2 for s in speedups)} below 2x, {sum(s < 1 for s in speedups)} below 1x")
+
+
+def write_grid(results, info, out_dir: pathlib.Path, notes: list[str]) -> list[dict]:
+  rows = grid_rows(results)
+  out_dir.mkdir(parents=True, exist_ok=True)
+  runner.write_json({"meta": info, "rows": rows, "results": results}, out_dir / "grid.json")
+  score = lambda r, v: ("diverged" if v is None else f"{100 * v:.2f} %"
+                        if r["metric"] == "test_accuracy" else f"{v:.4g}")
+  md = ["# The breadth grid: pallas beside xla\n",
+        f"Generated by `{info['command']}` on {info['date']}: {info['device']}, jax "
+        f"{info['jax']}, jaxlib {info['jaxlib']}.\n",
+        "One setting changed at a time from each workload's reference (`benchmarks.grid`). Time: "
+        "the median of the bench's repeats of the whole training, from the first seed; speedup "
+        "is xla's train time over pallas'. Compile time apart. Score: test accuracy (final "
+        "training MSE for the regression net), the mean over the seeds.\n",
+        f"**{grid_summary(rows)}.**\n",
+        "| point | epochs | xla s/epoch | pallas s/epoch | pallas vs xla | pallas path | "
+        "compile s xla / pallas | xla score | pallas score |",
+        "|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    md.append(f"| {r['point']} | {r['epochs']} | {fmt(r['xla_s'], 4)} | {fmt(r['pallas_s'], 4)} "
+              f"| {r['speedup']:.2f}x | {r['path']} | {fmt(r['xla_compile_s'])} / "
+              f"{fmt(r['pallas_compile_s'])} | {score(r, r['xla_score'])} | "
+              f"{score(r, r['pallas_score'])} |")
+  if _PLOTS.value and rows:
+    try:
+      import matplotlib
+      matplotlib.use("Agg")
+      import matplotlib.pyplot as plt
+      fig, ax = plt.subplots(figsize=(7, 0.28 * len(rows) + 1.2))
+      ax.barh(range(len(rows)), [r["speedup"] for r in rows])
+      ax.set_yticks(range(len(rows)), [r["point"] for r in rows], fontsize=7)
+      ax.invert_yaxis()
+      for x in (1, 2):
+        ax.axvline(x, color="gray", lw=0.8, ls="--" if x == 2 else "-")
+      ax.set(xlabel="pallas speedup over xla (train time)", title=info["device"])
+      fig.tight_layout()
+      fig.savefig(out_dir / "grid.png", dpi=110)
+      plt.close(fig)
+      md.append("\n![speedup per point](grid.png)")
+    except ImportError:
+      notes.append("plot skipped: matplotlib is not installed (pip install -e '.[plots]')")
+  md += [""] + [f"- {n}" for n in notes]
+  tmp = out_dir / ".GRID.md.tmp"
+  tmp.write_text("\n".join(md) + "\n")
+  os.replace(tmp, out_dir / "GRID.md")
+  return rows
+
+
 def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
   try:
     import matplotlib
@@ -407,9 +536,9 @@ def main(argv):
                        f"{', '.join(torch_peer.MODES)}")
     if bad := [p for p in _CNN_PRECISIONS.value if p not in ("tf32", "bfloat16")]:
       raise ValueError(f"unknown --cnn_precisions {', '.join(bad)}; they are tf32 and bfloat16")
-    cases = build_cases(impls)
+    cases = grid_cases() if _GRID.value else build_cases(impls)
     out_dir = pathlib.Path(_OUT_DIR.value)
-    runner.check_writable(out_dir / "results.json")
+    runner.check_writable(out_dir / ("grid.json" if _GRID.value else "results.json"))
   except (config.ConfigError, data.DataError, ValueError) as e:
     sys.exit(f"error: {e}")
   import jax
@@ -431,10 +560,15 @@ def main(argv):
                    f"{r['epoch_losses'][-1]}) in epoch {len(r['epoch_losses'])}; no accuracy")
     print(f"[{i}/{len(cases)}] {r['workload']:10s} {r['impl']:11s} {r['variant']:32s} "
           f"{r['epoch_time_s']:9.4f} s/epoch  {r['samples_per_s']:12,.0f} samples/s", flush=True)
-  add_speedups(results)
-  write_outputs(results, meta(), out_dir, notes)
-  print(table(results, "workloads"))
-  print(f"wrote {out_dir / 'RESULTS.md'}, results.json, results.csv")
+  if _GRID.value:
+    rows = write_grid(results, meta(), out_dir, notes)
+    print(grid_summary(rows))
+    print(f"wrote {out_dir / 'GRID.md'}, grid.json")
+  else:
+    add_speedups(results)
+    write_outputs(results, meta(), out_dir, notes)
+    print(table(results, "workloads"))
+    print(f"wrote {out_dir / 'RESULTS.md'}, results.json, results.csv")
   diverged = [r for r in results if r["diverged"]]
   if diverged:
     sys.exit(f"error: {len(diverged)} configuration(s) diverged (see the notes in RESULTS.md); "

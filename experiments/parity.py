@@ -1,6 +1,8 @@
-"""Do two implementations train the same network? Per-epoch losses, free-running and in lockstep.
+"""Do two implementations train the same network? Per-epoch losses, free-running and in lockstep,
+or each against exact arithmetic.
 
   python -m experiments.parity --impls=xla,pallas
+  python -m experiments.parity --reference=float64 --seeds=0,1,2 --point="mlp hidden 1024"
 
 Free-running: each impl trains on its own from the same initial weights and batch order. Rounding
 differences (summation order) grow through training, the more so at a high learning rate, so
@@ -8,11 +10,16 @@ free-running losses drift apart even between two runs of one XLA program on diff
 Lockstep: at the start of every epoch both impls are given the reference impl's parameters and
 optimizer state, so each epoch's loss difference measures that epoch's arithmetic alone.
 
-XLA runs with ``--xla_gpu_deterministic_ops=true`` here (unless XLA_FLAGS already sets it).
-Without it the xla reference took one float32 trajectory in some processes and another in
-others (probably XLA's per-process autotuning), so a lockstep verdict changed from run to run
-(H100, MLP, seed 0: the worst epoch 4.9e-4 or 3.8e-3 for the same Triton kernels). With it,
-four processes gave the same reference losses and the same lockstep differences.
+``--reference=float64``: the distance from exact arithmetic, which does not depend on which
+float32 trajectory a reference happens to take. The NumPy reference trains in float64 from the
+same start; at every epoch each impl of ``--impls`` starts from the float64 run's parameters and
+optimizer state and trains that epoch in its own precision. The check passes where, at every
+epoch and seed, the second impl's distance of its epoch loss from the float64 one is at most
+twice the first's, plus 1e-6 of the loss.
+
+XLA runs with ``--xla_gpu_deterministic_ops=true`` here (unless XLA_FLAGS already sets it):
+without it the xla reference took different float32 trajectories in different processes
+(XLA's per-process autotuning, probably), so a lockstep verdict changed from run to run.
 """
 
 import os
@@ -24,13 +31,29 @@ if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):  # Before
 
 from absl import app, flags, logging
 
+import dataclasses
+
+import numpy as np
+
+from benchmarks import grid
 from experiments import config_flags
 from jaxshallow import data
 from jaxshallow.run import config, runner, trainers
 
 _IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Reference impl, then the one to check.")
 _TOL = flags.DEFINE_float("tolerance", 1e-3, "Allowed relative difference of lockstep losses.")
+_REFERENCE = flags.DEFINE_string("reference", "impl", "impl: the first of --impls is the "
+                                 "reference (free-running and lockstep); float64: both against "
+                                 "the NumPy reference in float64, epoch by epoch.")
+_SEEDS = flags.DEFINE_list("seeds", [], "--reference=float64: the seeds to check (default: "
+                           "--seed).")
+_POINT = flags.DEFINE_string("point", None, "Train this point of the breadth grid "
+                             "(benchmarks.grid) instead of the flags' network (--epochs, "
+                             "--train_limit and --data_dir still apply).")
 _OUT = flags.DEFINE_string("out", None, "Write the comparison as JSON to this file.")
+# The float64 check: the checked impl's distance from float64 at most RATIO times the
+# reference impl's, plus SLACK of the loss.
+RATIO, SLACK = 2.0, 1e-6
 
 
 def compare(cfg_ref: config.Config, cfg_new: config.Config, log=print) -> dict:
@@ -63,24 +86,100 @@ def compare(cfg_ref: config.Config, cfg_new: config.Config, log=print) -> dict:
           "worst_lockstep_rel": worst, **runner.device_info(cfg_new.impl)}
 
 
+def as_float32(tree):
+  return [{k: np.asarray(v, np.float32) for k, v in layer.items()} for layer in tree]
+
+
+def float64_distances(cfgs, seeds, log=print) -> dict:
+  """Each epoch, both impls of ``cfgs`` start from the float64 run's state; the distance of
+  each one's epoch loss from the float64 epoch's. One compile an impl, reused by every seed."""
+  base = cfgs[0]
+  compiled, rows = {}, []
+  log(f"{'seed':>4} {'epoch':>5} {'float64':>12} {'d ' + cfgs[0].impl:>10} "
+      f"{'d ' + cfgs[1].impl:>10} {'ratio':>7}  ok")
+  for seed in seeds:
+    ds = runner.load_data(dataclasses.replace(base, seed=seed))
+    exact = trainers.make_trainer(dataclasses.replace(
+        base, seed=seed, impl="numpy", numpy_dtype="float64", precision="float32", fusion=None,
+        blocks=None), ds)
+    checked = []
+    for cfg in cfgs:
+      t = trainers.make_trainer(dataclasses.replace(cfg, seed=seed), ds)
+      if cfg.impl in compiled:
+        t.fn = compiled[cfg.impl]  # The same shapes: no second compile.
+      else:
+        t.compile()
+        compiled[cfg.impl] = t.fn
+      checked.append(t)
+    for e in range(base.epochs):
+      params, leaves = exact.get_state()
+      state = (as_float32(params), [np.asarray(v, np.float32) for v in leaves])
+      loss64 = exact.run_epoch(e)
+      d = []
+      for t in checked:
+        t.set_state(state)
+        d.append(abs(t.run_epoch(e) - loss64))
+      ok = d[1] <= RATIO * d[0] + SLACK * abs(loss64)
+      rows.append(dict(seed=seed, epoch=e + 1, float64=loss64, d_ref=d[0], d_new=d[1], ok=ok))
+      log(f"{seed:4d} {e + 1:5d} {loss64:12.8f} {d[0]:10.2e} {d[1]:10.2e} "
+          f"{d[1] / d[0] if d[0] else float('inf'):7.2f}  {'yes' if ok else 'NO'}")
+  passed = all(r["ok"] for r in rows)
+  log(f"{cfgs[1].impl} within {RATIO:g}x {cfgs[0].impl}'s distance from float64 (+{SLACK:g} of "
+      f"the loss) at every epoch of seeds {','.join(map(str, seeds))}: "
+      f"{'yes' if passed else 'no'}")
+  return {"ref": cfgs[0].impl, "new": cfgs[1].impl, "reference": "float64", "rows": rows,
+          "passed": passed, **runner.device_info(cfgs[1].impl)}
+
+
+def configs() -> list[config.Config]:
+  """The two impls' configs, from the flags or from --point. --fusion picks among the Pallas
+  kernels: the other impl of the pair runs as it is."""
+  if len(_IMPLS.value) != 2:
+    raise config.ConfigError(f"--impls takes two impls, got {','.join(_IMPLS.value)}")
+  flagged = config_flags.config_from_flags()
+  cfgs = []
+  for impl in _IMPLS.value:
+    fusion = flagged.fusion if impl == "pallas" else None
+    if _POINT.value is not None:
+      try:
+        (point,) = grid.points([_POINT.value])
+      except ValueError as e:
+        raise config.ConfigError(str(e)) from None
+      keep = {k: getattr(flagged, k) for k in ("train_limit", "test_limit", "data_dir")}
+      if flags.FLAGS["epochs"].present:
+        keep["epochs"] = flagged.epochs
+      cfg = point.config(impl=impl, fusion=fusion, **keep)
+    else:
+      cfg = dataclasses.replace(flagged, impl=impl, fusion=fusion)
+    cfgs.append(config.resolve(cfg))
+  return cfgs
+
+
 def main(argv):
-  del argv
   logging.set_verbosity(logging.WARNING)
+  config_flags.check_no_arguments(argv)
   try:
-    if len(_IMPLS.value) != 2:
-      raise config.ConfigError(f"--impls takes two impls, got {','.join(_IMPLS.value)}")
-    # --fusion picks among the Pallas kernels: the other impl of the pair runs as it is.
-    cfgs = [config.resolve(config_flags.config_from_flags(
-        impl=i, **({} if i == "pallas" else {"fusion": None}))) for i in _IMPLS.value]
+    if _REFERENCE.value not in ("impl", "float64"):
+      raise config.ConfigError(f"--reference must be impl or float64, got {_REFERENCE.value!r}")
+    cfgs = configs()
+    seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else [cfgs[0].seed]
     if _OUT.value:
       runner.check_writable(_OUT.value)
-    result = compare(*cfgs)
+    if _REFERENCE.value == "float64":
+      result = float64_distances(cfgs, seeds)
+    else:
+      result = compare(*cfgs)
   except (config.ConfigError, data.DataError) as e:
     sys.exit(f"error: {e}")
-  result["tolerance"] = _TOL.value
+  except ValueError as e:  # --seeds not integers
+    sys.exit(f"error: {e}")
+  if _REFERENCE.value == "impl":
+    result["tolerance"] = _TOL.value
   if _OUT.value:
     runner.write_json(result, _OUT.value)
-  sys.exit(0 if result["worst_lockstep_rel"] <= _TOL.value else 1)
+  ok = result["passed"] if _REFERENCE.value == "float64" else (
+      result["worst_lockstep_rel"] <= _TOL.value)
+  sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

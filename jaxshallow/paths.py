@@ -97,6 +97,18 @@ def resolve(cfg):
   return dataclasses.replace(cfg, fusion=single(cfg).fusion)
 
 
+def describe(cfg) -> str:
+  """The kernels that train ``cfg`` (resolved, its path set by ``resolve``), in words."""
+  if cfg.impl != "pallas":
+    return cfg.impl
+  if cfg.fusion == "epoch":
+    kernel = epoch_kernel(widths(cfg), cfg.batch_size,
+                          head="mse" if cfg.model == "regression" else "xent", bias=cfg.bias,
+                          optimizer=cfg.optimizer, precision=cfg.precision, dtype="float32")
+    return "epoch kernel (grid)" if kernel == "grid" else "cluster kernel"
+  return {"step": "step kernels", "ops": "op kernels"}[cfg.fusion]
+
+
 def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
                  precision: str, dtype) -> str:
   """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (one

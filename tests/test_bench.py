@@ -56,6 +56,35 @@ def test_bench_quick(real_data_dir, tmp_path):
   assert results["meta"]["jax"] and results["meta"]["device"]
 
 
+def test_grid_quick(real_data_dir, tmp_path):
+  """benchmarks.bench --grid --quick: every point of the grid, xla beside pallas, in the table
+  and the JSON with finite times, a path and a score (two seeds for the accuracy's mean)."""
+  from benchmarks import grid
+  out = tmp_path / "grid"
+  env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+  p = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--grid", "--quick",
+                      "--seeds=0,1", "--plots=false", f"--out_dir={out}"],
+                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  rows = json.loads((out / "grid.json").read_text())["rows"]
+  assert [r["point"] for r in rows] == [pt.name for pt in grid.GRID]
+  paths = {"op kernels", "step kernels", "epoch kernel (grid)", "cluster kernel"}
+  for r in rows:
+    assert math.isfinite(r["speedup"]) and r["speedup"] > 0 and r["path"] in paths, r
+    assert r["seeds"] == 2 and r["xla_score"] is not None and r["pallas_score"] is not None, r
+  md = (out / "GRID.md").read_text()
+  assert len([l for l in md.splitlines() if l.startswith("| ")]) == len(grid.GRID) + 1
+  assert "geometric mean" in md
+
+
+def test_grid_points_refuse_unknown_names():
+  import pytest
+  from benchmarks import grid
+  with pytest.raises(ValueError, match="unknown grid points 'nope'"):
+    grid.points(["nope"])
+  assert [p.name for p in grid.points(["cnn adam"])] == ["cnn adam"]
+
+
 def test_bench_without_torch(real_data_dir, tmp_path):
   """Where torch is missing, the peer is skipped with a notice and the rest still runs."""
   out = tmp_path / "bench"

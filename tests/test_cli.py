@@ -113,6 +113,25 @@ def test_parity_lockstep_xla_pallas(real_data_dir, tmp_path):
   assert all(e["lockstep"] > 0 for e in r["epochs"])
 
 
+def test_parity_against_float64_at_a_grid_point(real_data_dir, tmp_path):
+  """--reference=float64: each epoch both impls start from the NumPy float64 run's state; the
+  distances are reported per seed and epoch, and pallas passes within twice xla's."""
+  out = tmp_path / "parity.json"
+  p = run_cli("--reference=float64", "--point=mlp momentum", "--seeds=0,1", "--epochs=2",
+              "--train_limit=640", f"--out={out}", script="experiments.parity")
+  assert p.returncode == 0, p.stdout + p.stderr
+  r = json.loads(out.read_text())
+  assert [(row["seed"], row["epoch"]) for row in r["rows"]] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+  assert r["passed"] and all(0 <= row["d_ref"] < 1e-4 for row in r["rows"])
+  assert all(0 <= row["d_new"] <= 2 * row["d_ref"] + 1e-6 * row["float64"] for row in r["rows"])
+
+
+def test_parity_refuses_an_unknown_point():
+  p = run_cli("--reference=float64", "--point=nope", script="experiments.parity")
+  assert p.returncode != 0 and "unknown grid points 'nope'" in p.stderr
+  assert "Traceback" not in p.stderr
+
+
 def test_parity_of_the_regression_net(tmp_path):
   """The regression net has no accuracy: parity reports its final training MSE instead."""
   out = tmp_path / "parity.json"

@@ -21,7 +21,7 @@ DEFAULTS = {
     "regression": dict(optimizer="sgd", epochs=100, batch_size=256, bias=False),
 }
 # Default learning rates by model and optimizer. The classifiers' reach the workloads' accuracy
-# targets and the cnn's were chosen on a training-set holdout (README); the regression's is the
+# targets and the cnn's were chosen on a training-set holdout (docs/usage.md); the regression's is the
 # study's. A pair not listed needs --lr.
 LEARNING_RATES = {
     ("mlp", "sgd"): 0.5,
@@ -53,7 +53,7 @@ class Config:
                          "large)")
   epochs: int | None = setting(None, "Passes over the training set")
   batch_size: int | None = setting(None, "Examples per step")
-  lr: float | None = setting(None, "Learning rate (README: the defaults by model and optimizer)")
+  lr: float | None = setting(None, "Learning rate")
   optimizer: str | None = setting(None, "sgd | momentum | adam")
   momentum: float = setting(0.9, "Momentum, for --optimizer=momentum.")
   hidden: tuple[int, ...] = setting((256,), "Hidden widths, comma separated: 512,256 is two "
@@ -69,7 +69,7 @@ class Config:
   # Choosing settings (experiments.sweep) never looks at the test set.
   holdout: int = setting(0, "Hold out the last N training examples and evaluate on them "
                          "instead of the test set.", flag=False)
-  # Techniques (xla and pallas): the README's table.
+  # Techniques (xla and pallas): docs/usage.md has their table.
   dispatch: str = setting("scan", "scan: each epoch is one compiled loop; loop: a Python loop "
                           "over a jitted step.")
   unroll: int = setting(1, "Steps unrolled per iteration of the epoch loop.")

@@ -84,6 +84,7 @@ def _train(cfg: Config, log) -> dict:
             "n_train": len(ds.train_labels), "n_test": len(ds.test_labels),
             "evaluated_on": "holdout" if cfg.holdout else "test",
             "steps_per_epoch": len(ds.train_labels) // cfg.batch_size,
+            "path": paths.describe(cfg),
             "compile_time_s": trainer.compile()}
   result["epoch_time_s"], result["epoch_loss"] = timed_epochs(
       trainer, cfg.epochs, cfg.sync_every, cfg.overlap,
