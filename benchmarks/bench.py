@@ -72,6 +72,8 @@ _GRID = flags.DEFINE_bool("grid", False, "Run the breadth grid (benchmarks.grid)
 _POINTS = flags.DEFINE_list("points", [], "With --grid: only these points (all if empty).")
 _SEEDS = flags.DEFINE_list("seeds", ["0"], "With --grid: the accuracy is the mean over these "
                            "seeds (timing from the first).")
+_ALTERNATIVES = flags.DEFINE_bool("alternatives", False, "With --grid: also time every other "
+                                  "Pallas path that can train each point.")
 
 BASE = {  # The reference configuration of each workload (WORKLOADS.md).
     "mlp": config.Config(model="mlp"),
@@ -176,12 +178,17 @@ def grid_cases() -> list[Case]:
   """xla and pallas at every point of the grid (or of ``--points``)."""
   quick = _QUICK.value
   cases = []
+  repeats = 1 if quick else _REPEATS.value
   for point in grid.points(_POINTS.value):
     for impl in ("xla", "pallas"):
       cfg = paths.resolve(grid.config_of(point, impl, quick, data_dir=_DATA_DIR.value,
                                          seed=int(_SEEDS.value[0])))
-      cases.append(Case("grid", cfg.model, impl, point.name, cfg,
-                        1 if quick else _REPEATS.value))
+      cases.append(Case("grid", cfg.model, impl, point.name, cfg, repeats))
+    if _ALTERNATIVES.value:
+      for fusion in ("ops", "epoch", "step"):
+        if fusion != cfg.fusion and paths.problem(cfg, fusion) is None:
+          alt = dataclasses.replace(cfg, fusion=fusion)
+          cases.append(Case("grid-alt", cfg.model, "pallas", point.name, alt, repeats))
   return cases
 
 
@@ -258,7 +265,7 @@ def measure(case: Case) -> dict:
   if result["diverged"]:  # No accuracy for a diverged network: the row says so instead.
     return result
   scores = [score(trainer, cfg)]
-  if case.group == "grid":
+  if case.group == "grid" and len(_SEEDS.value) > 1:
     scores += seed_scores(case, trainer.fn, [int(s) for s in _SEEDS.value[1:]])
     result["seed_scores"] = scores
     if None in scores:
@@ -393,12 +400,14 @@ def grid_rows(results: list[dict]) -> list[dict]:
     if not (x and p):
       continue
     metric = "final_mse" if x["workload"] == "regression" else "test_accuracy"
+    alts = {r["path"]: x["train_time_s"] / r["train_time_s"] for r in results
+            if r["group"] == "grid-alt" and r["variant"] == point}
     rows.append(dict(point=point, epochs=x["epochs"], xla_s=x["epoch_time_s"],
                      pallas_s=p["epoch_time_s"], speedup=x["train_time_s"] / p["train_time_s"],
                      path=p["path"], xla_compile_s=x["compile_time_s"],
                      pallas_compile_s=p["compile_time_s"], metric=metric,
                      xla_score=x.get(metric), pallas_score=p.get(metric),
-                     seeds=len(x.get("seed_scores", [0]))))
+                     seeds=len(x.get("seed_scores", [0])), alternatives=alts))
   return rows
 
 
@@ -427,11 +436,12 @@ def write_grid(results, info, out_dir: pathlib.Path, notes: list[str]) -> list[d
         "training MSE for the regression net), the mean over the seeds.\n",
         f"**{grid_summary(rows)}.**\n",
         "| point | epochs | xla s/epoch | pallas s/epoch | pallas vs xla | pallas path | "
-        "compile s xla / pallas | xla score | pallas score |",
-        "|---|---|---|---|---|---|---|---|---|"]
+        "other paths | compile s xla / pallas | xla score | pallas score |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
+    others = ", ".join(f"{p} {s:.2f}x" for p, s in r["alternatives"].items()) or "–"
     md.append(f"| {r['point']} | {r['epochs']} | {fmt(r['xla_s'], 4)} | {fmt(r['pallas_s'], 4)} "
-              f"| {r['speedup']:.2f}x | {r['path']} | {fmt(r['xla_compile_s'])} / "
+              f"| {r['speedup']:.2f}x | {r['path']} | {others} | {fmt(r['xla_compile_s'])} / "
               f"{fmt(r['pallas_compile_s'])} | {score(r, r['xla_score'])} | "
               f"{score(r, r['pallas_score'])} |")
   if _PLOTS.value and rows:
@@ -519,7 +529,7 @@ def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  notes, impls = [], list(_IMPLS.value)
+  notes, impls = [], [] if _GRID.value else list(_IMPLS.value)
   try:
     if "torch" in impls and (why := torch_peer.available()):
       print(f"notice: PyTorch peer skipped: {why}", file=sys.stderr)

@@ -2,13 +2,14 @@
 reference, named in one place so that one point or all can be run.
 
   python -m benchmarks.bench --grid                       # every point, xla beside pallas
-  python -m benchmarks.bench --grid --points="mlp hidden 1024,cnn adam"
+  python -m benchmarks.bench --grid --points="mlp hidden 1024,mlp hidden 256-1024-256"
   python -m benchmarks.bench --grid --quick               # tiny shapes: a check on the CPU
   python -m experiments.parity --reference=float64 --point="mlp hidden 1024"
 
 The MLP's reference is 784-256-10 on MNIST, batch 64, plain SGD at lr 0.5, float32, 10 epochs;
 the CNN's and the regression net's are their workloads' (WORKLOADS.md). Where a change needs
-another learning rate (momentum, Adam, the wide and deep MLPs), the point says which.
+another learning rate (momentum, Adam, the wide and deep MLPs), the point says which. Names
+join a network's hidden widths with "-", so that a comma always separates two names.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ GRID = [
     _point("mlp reference", **MLP),
     *[_point(f"mlp hidden {h}", **MLP, hidden=(h,)) for h in (128, 512, 1024)],
     _point("mlp hidden 2048", **MLP, hidden=(2048,), lr=0.1),
-    _point("mlp hidden 512,256", **MLP, hidden=(512, 256), lr=0.1),
-    _point("mlp hidden 256,256", **MLP, hidden=(256, 256), lr=0.1),
-    _point("mlp hidden 256,1024,256", **MLP, hidden=(256, 1024, 256), lr=0.1),
+    _point("mlp hidden 512-256", **MLP, hidden=(512, 256), lr=0.1),
+    _point("mlp hidden 256-256", **MLP, hidden=(256, 256), lr=0.1),
+    _point("mlp hidden 256-1024-256", **MLP, hidden=(256, 1024, 256), lr=0.1),
     *[_point(f"mlp batch {b}", **MLP, batch_size=b) for b in (16, 32, 128, 256, 512)],
     _point("mlp momentum", **MLP, optimizer="momentum", lr=0.05),
     _point("mlp adam", **MLP, optimizer="adam", lr=1e-3),
@@ -48,7 +49,7 @@ GRID = [
     _point("softmax regression", model="logreg"),
     *[_point(f"regression {size}", model="regression", dataset=size)
       for size in ("small", "medium", "large")],
-    *[_point(f"regression hidden {','.join(map(str, h))}", **REGRESSION, hidden=h)
+    *[_point(f"regression hidden {'-'.join(map(str, h))}", **REGRESSION, hidden=h)
       for h in ((128,), (1024,), (256, 256), (256, 1024, 256))],
     _point("cnn reference", **CNN),
     *[_point(f"cnn batch {b}", **CNN, batch_size=b) for b in (32, 128, 256)],

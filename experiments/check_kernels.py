@@ -16,7 +16,7 @@ from absl import app, flags, logging
 
 import functools
 
-from jaxshallow import cnn, mlp, models, synthetic, train
+from jaxshallow import cnn, mlp, models, paths, synthetic, train
 from jaxshallow.fused import epoch as fused_epoch, step as fused_step
 from jaxshallow.reference import numpy_cnn
 from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch, mlp_epoch,
@@ -90,11 +90,13 @@ def dense_cases(rng, interpret):
       for precision in TOLERANCE:
         inputs = dense_inputs(rng, m, k, n)
         name = "x".join(str(v) for _, v in blocks) if blocks else "default"
-        # W as stored (K, N), and pre-transposed (N, K), where dw comes back as (N, K).
+        # W as stored (K, N), and pre-transposed (N, K), where dw comes back as (N, K). The
+        # layer as the op runs it: on Hopper tiles where jaxshallow.paths takes them.
         for w_t in (False, True):
+          hopper = paths.dense_on_hopper(m, k, n, precision, blocks, w_t, interpret)
           op = lambda x, w, b: dense.dense(x, w, b, relu=True, precision=precision,
-                                               blocks=blocks, interpret=interpret,
-                                               w_transposed=w_t)
+                                           blocks=blocks, interpret=interpret,
+                                           w_transposed=w_t, hopper=hopper)
           layout = " W(N,K)" if w_t else ""
           yield (f"dense+relu m={m} k={k} n={n} blocks={name}{layout}", precision,
                  dense_error(op, *inputs, w_transposed=w_t))

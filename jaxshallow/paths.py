@@ -58,6 +58,25 @@ def default_fusion(model: str) -> str:
 OPS_FASTER_ABOVE = 3.5e5
 
 
+def problem(cfg, fusion: str) -> str | None:
+  """Why ``fusion`` cannot train ``cfg`` (one line), or None if it can."""
+  if fusion == "ops":
+    return None
+  if fusion == "epoch":
+    why = fused_epoch.problem(cfg.model, widths(cfg)[-1], cfg.batch_size, cfg.optimizer)
+  elif fusion == "step":
+    why = fused_step.problem(cfg.model, cfg.optimizer)
+  else:
+    raise ValueError(f"fusion must be ops, epoch or step, got {fusion!r}")
+  if why is None and cfg.dispatch != "scan":
+    why = f"--dispatch={cfg.dispatch} runs one step per call"
+  if why is None and cfg.data_parallel:
+    why = "--data_parallel splits each step over devices"
+  if why is None and cfg.blocks is not None:
+    why = "--blocks sets the op kernels' block sizes"
+  return why
+
+
 def single(cfg) -> Path:
   """The path that trains ``cfg`` (a resolved Config of ``impl="pallas"``): ``cfg.fusion``
   where it can train it, else the op kernels with a one-line notice; by default (``fusion``
@@ -65,16 +84,7 @@ def single(cfg) -> Path:
   wanted = cfg.fusion or default_fusion(cfg.model)
   if wanted == "ops":
     return Path("ops", "" if cfg.fusion else "the model has no fused path")
-  if wanted == "epoch":
-    why = fused_epoch.problem(cfg.model, widths(cfg)[-1], cfg.batch_size, cfg.optimizer)
-  else:
-    why = fused_step.problem(cfg.model, cfg.optimizer)
-  if why is None and cfg.dispatch != "scan":
-    why = f"--dispatch={cfg.dispatch} runs one step per call"
-  if why is None and cfg.data_parallel:
-    why = "--data_parallel splits each step over devices"
-  if why is None and cfg.blocks is not None:
-    why = "--blocks sets the op kernels' block sizes"
+  why = problem(cfg, wanted)
   if why:
     log.warning("--fusion=%s cannot train this (%s): using the op kernels (--fusion=ops)",
                 wanted, why)
