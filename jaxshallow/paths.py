@@ -56,6 +56,12 @@ def default_fusion(model: str) -> str:
 # program in a pass (the MLP at batch 256 and 512, the regression net 32-256-1024-256-1), and
 # slower below it (docs/design/epoch_kernels.md).
 OPS_FASTER_ABOVE = 3.5e5
+# Where the breadth grid (benchmarks.grid, --alternatives) measured the other path faster than
+# the rule above: (widths, batch size, optimizer, precision) -> fusion. docs/bench/current.
+MEASURED = {
+    ((784, 1024, 10), 64, "sgd", "float32"): "epoch",
+    ((784, 256, 1024, 256, 10), 64, "sgd", "float32"): "epoch",
+}
 
 
 def problem(cfg, fusion: str) -> str | None:
@@ -89,6 +95,9 @@ def single(cfg) -> Path:
     log.warning("--fusion=%s cannot train this (%s): using the op kernels (--fusion=ops)",
                 wanted, why)
     return Path("ops", f"the {wanted} kernels cannot train this: {why}")
+  measured = MEASURED.get((widths(cfg), cfg.batch_size, cfg.optimizer, cfg.precision))
+  if cfg.fusion is None and measured:
+    return Path(measured, "measured faster on this network (docs/bench/current)")
   if cfg.fusion is None and wanted == "epoch":
     work = fused_epoch.work_per_program(widths(cfg), cfg.batch_size)
     if work > OPS_FASTER_ABOVE:
