@@ -74,6 +74,8 @@ _SEEDS = flags.DEFINE_list("seeds", ["0"], "With --grid: the accuracy is the mea
                            "seeds (timing from the first).")
 _ALTERNATIVES = flags.DEFINE_bool("alternatives", False, "With --grid: also time every other "
                                   "Pallas path that can train each point.")
+_MERGE = flags.DEFINE_list("merge", [], "With --grid: train nothing; write one GRID.md from these "
+                           "grid.json files (runs of a few points each, one process a point).")
 
 BASE = {  # The reference configuration of each workload (WORKLOADS.md).
     "mlp": config.Config(model="mlp"),
@@ -526,9 +528,25 @@ def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
   return files
 
 
+def merge_grids(files) -> None:
+  """One GRID.md, grid.json and grid.png in --out_dir from several runs' grid.json."""
+  import json
+  runs = [json.loads(pathlib.Path(f).read_text()) for f in files]
+  info = dict(runs[0]["meta"], command=f"python -m benchmarks.bench --grid --merge=<{len(runs)} "
+              "runs>; each run: " + runs[0]["meta"]["command"].split(" --points")[0])
+  if len({(r["meta"]["device"], r["meta"]["jax"]) for r in runs}) > 1:
+    sys.exit("error: the runs to merge come from different devices or jax versions")
+  results = [row for r in runs for row in r["results"]]
+  rows = write_grid(results, info, pathlib.Path(_OUT_DIR.value),
+                    [f"merged from {len(runs)} runs of one process a point, one device"])
+  print(grid_summary(rows))
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
+  if _MERGE.value:
+    return merge_grids(_MERGE.value)
   notes, impls = [], [] if _GRID.value else list(_IMPLS.value)
   try:
     if "torch" in impls and (why := torch_peer.available()):
