@@ -1,5 +1,6 @@
-"""The CNN's step of Pallas kernels alone (``fusion="step"``) and its update kernel,
-``pallas_kernels.fused.sgd_parts``, against float64 references (interpret mode on the CPU)."""
+"""The CNN's step of Pallas kernels alone (``fusion="step"``, jaxshallow/fused/step.py) against
+the xla scan in float64, and the kernels' hand-offs inside it (interpret mode on the CPU). Its
+kernels' own tests: test_conv_batch.py, test_sgd_parts.py."""
 
 import jax
 import jax.numpy as jnp
@@ -7,64 +8,6 @@ import numpy as np
 import pytest
 
 from jaxshallow import cnn, models, train
-from pallas_kernels.fused import conv_batch, sgd_parts
-
-
-@pytest.mark.parametrize("n,side,cin,cout,batch,block_p", [(30, 10, 1, 16, 4, 16),
-                                                           (20, 7, 3, 5, 3, 8)])
-def test_batch_conv_reads_its_batch_float64(n, side, cin, cout, batch, block_p):
-  """The step's first convolution on the batch it looks up itself, and the batch it writes out
-  for the kernels after it: against the gathered batch's float64 convolution."""
-  rng = np.random.default_rng()
-  with jax.enable_x64(True):
-    images = jnp.asarray(rng.random((n, side, side, cin)))
-    labels = jnp.asarray(rng.integers(0, 10, n), jnp.uint8)
-    order = jnp.asarray(rng.permutation(n).astype(np.int32))
-    w, b = jnp.asarray(rng.normal(size=(3, 3, cin, cout))), jnp.asarray(rng.normal(size=cout))
-    got = conv_batch.batch_conv(images, labels, order, 2, w, b, batch=batch, block_p=block_p,
-                                interpret=True)
-    ref = conv_batch.reference(images, labels, order, 2, batch, w, b)
-  for a, r in zip(got, ref):
-    assert a.shape == r.shape and a.dtype == r.dtype
-    np.testing.assert_allclose(a, r, rtol=1e-12, atol=1e-12)
-
-
-def test_batch_conv_reads_uint8_pixels_as_to_float():
-  rng = np.random.default_rng()
-  images = rng.integers(0, 256, (9, 6, 6, 1), dtype=np.uint8)
-  order = rng.permutation(9).astype(np.int32)
-  _, x, labels = conv_batch.batch_conv(images, np.arange(9, dtype=np.uint8), order, 1,
-                                       jnp.ones((3, 3, 1, 2)), jnp.zeros(2), batch=4,
-                                       interpret=True)
-  # To the rounding of a float division (Triton's is not IEEE's; interpret mode's XLA may take
-  # the reciprocal).
-  np.testing.assert_allclose(x, train.to_float(images[order[4:8]]), rtol=2.5e-7, atol=0)
-  np.testing.assert_array_equal(labels, order[4:8])
-
-
-@pytest.mark.parametrize("momentum", [True, False])
-def test_sgd_parts_matches_reference_float64(momentum):
-  """Odd shapes and paddings, one to 300 partials (several tiles of them), every parameter of
-  the launch updated in place, the metrics stored at their step and nowhere else."""
-  rng = np.random.default_rng()
-  specs = [((9, 5, 7), (9, 8, 8), 13), ((9, 1, 6), (16, 1, 8), 300), ((11, 10), (11, 16), 3),
-           ((10,), (16,), 2), ((3,), None, 1), ((40, 33), None, 5)]
-  with jax.enable_x64(True):
-    layouts = [sgd_parts.layout(d, p) for d, p, _ in specs]
-    parts = [jnp.asarray(rng.normal(size=(n, lay.size))) for (_, _, n), lay in zip(specs, layouts)]
-    params = [jnp.asarray(rng.normal(size=d)) for d, _, _ in specs]
-    vels = [jnp.asarray(rng.normal(size=d)) for d, _, _ in specs] if momentum else None
-    row_loss, row_correct = jnp.asarray(rng.random(7)), jnp.asarray(rng.integers(0, 2, 7))
-    ref_p, ref_v = sgd_parts.reference(parts, params, vels, 0.1, 0.9, layouts)
-    got_p, got_v, losses, correct = sgd_parts.sgd_parts(
-        parts, params, vels, layouts, 0.1, 0.9, row_loss, row_correct, 2, jnp.full(4, -1.0),
-        jnp.full(4, -1, jnp.int32), interpret=True)
-  for a, b in zip(got_p + (got_v or []), ref_p + (ref_v or [])):
-    assert a.shape == b.shape
-    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-  np.testing.assert_allclose(losses, [-1, -1, np.mean(np.asarray(row_loss)), -1], rtol=1e-12)
-  np.testing.assert_array_equal(correct, [-1, -1, int(np.sum(row_correct)), -1])
-
 
 @pytest.mark.parametrize("optimizer,side,batch", [("momentum", 12, 6), ("sgd", 13, 4)])
 def test_cnn_step_epoch_float64_matches_xla(optimizer, side, batch):
