@@ -31,11 +31,11 @@ import subprocess
 import sys
 
 import numpy as np
-from absl import app, flags, logging
+from absl import flags
 
 from benchmarks import grid, torch_peer
-from jaxshallow import data, paths
-from jaxshallow.run import config, runner, trainers
+from jaxshallow import ops, paths
+from jaxshallow.run import cli, config, runner, trainers
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression"],
                                "Workloads: mlp, cnn, logreg, regression.")
@@ -151,10 +151,6 @@ def build_cases(impls: list[str]) -> list[Case]:
   if "mlp" in _WORKLOADS.value:
     jax_impls = [i for i in ("xla", "pallas", "triton") if i in impls]
     if _TECHNIQUES.value:
-      known = [name for name, _, _ in TECHNIQUES]
-      if unknown := [n for n in _TECHNIQUE_NAMES.value if n not in known]:
-        raise ValueError(f"unknown --technique_names {', '.join(unknown)}; "
-                         f"the techniques are: {'; '.join(known)}")
       for impl in [i for i in jax_impls if i != "triton"]:  # the techniques: xla and pallas
         for name, over, slow in TECHNIQUES:
           if _TECHNIQUE_NAMES.value and name not in _TECHNIQUE_NAMES.value:
@@ -233,14 +229,16 @@ def make_trainer(case: Case, ds, params):
   return trainers.make_trainer(case.cfg, ds, params)
 
 
-def measure(case: Case) -> dict:
+def measure(case: Case, *, warm_up: bool = True, more_seeds=()) -> dict:
+  """Train ``case`` ``case.repeats`` times after a warm-up epoch; the median run's times, and
+  its score (the mean over ``more_seeds`` too, trained with the same compiled function)."""
   import jax
   cfg = case.cfg
   ds = dataset(cfg)
   init = jax.tree.map(np.asarray, trainers.init_params(cfg, ds))  # Host copies: reusable.
   trainer = make_trainer(case, ds, init)
   compile_s = trainer.compile()
-  if case.impl != "numpy" and not _QUICK.value:  # Warm up, then the same weights again.
+  if case.impl != "numpy" and warm_up:  # Warm up, then start again from the same weights.
     trainer.run_epoch(0)
     trainer.set_params(init)
   runs = []
@@ -267,8 +265,9 @@ def measure(case: Case) -> dict:
   if result["diverged"]:  # No accuracy for a diverged network: the row says so instead.
     return result
   scores = [score(trainer, cfg)]
-  if case.group == "grid" and len(_SEEDS.value) > 1:
-    scores += seed_scores(case, trainer.fn, [int(s) for s in _SEEDS.value[1:]])
+  if more_seeds:
+    scores += seed_scores(case, trainer.fn, more_seeds)
+  if case.group.startswith("grid"):
     result["seed_scores"] = scores
     if None in scores:
       result["diverged"] = True
@@ -531,22 +530,61 @@ def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
 def merge_grids(files) -> None:
   """One GRID.md, grid.json and grid.png in --out_dir from several runs' grid.json."""
   import json
-  runs = [json.loads(pathlib.Path(f).read_text()) for f in files]
+  runs = []
+  for f in files:
+    try:
+      runs.append(json.loads(pathlib.Path(f).read_text()))
+    except (OSError, ValueError) as e:
+      raise config.ConfigError(f"cannot read {f}: {getattr(e, 'strerror', None) or e}") from None
   info = dict(runs[0]["meta"], command=f"python -m benchmarks.bench --grid --merge=<{len(runs)} "
               "runs>; each run: " + runs[0]["meta"]["command"].split(" --points")[0])
   if len({(r["meta"]["device"], r["meta"]["jax"]) for r in runs}) > 1:
-    sys.exit("error: the runs to merge come from different devices or jax versions")
+    raise config.ConfigError("the runs to merge come from different devices or jax versions")
   results = [row for r in runs for row in r["results"]]
   rows = write_grid(results, info, pathlib.Path(_OUT_DIR.value),
                     [f"merged from {len(runs)} runs of one process a point, one device"])
   print(grid_summary(rows))
 
 
+IMPLS = ("numpy", "xla", "pallas", "triton", "torch")
+
+
+def check_flags() -> list[int]:
+  """Every flag's value, before anything is printed, loaded or compiled; the seeds."""
+  cli.known("--workloads", _WORKLOADS.value, tuple(BASE))
+  cli.known("--impls", _IMPLS.value, IMPLS)
+  cli.known("--torch_modes", _TORCH_MODES.value, torch_peer.MODES)
+  cli.known("--cnn_precisions", _CNN_PRECISIONS.value, ("tf32", "bfloat16"))
+  cli.known("--batch_precisions", _BATCH_PRECISIONS.value, ops.PRECISIONS)
+  known = [name for name, _, _ in TECHNIQUES]
+  if unknown := [n for n in _TECHNIQUE_NAMES.value if n not in known]:
+    raise config.ConfigError(f"unknown --technique_names {', '.join(unknown)}; the techniques "
+                             f"are: {'; '.join(known)}")
+  cli.at_least("repeats", _REPEATS.value, 1)
+  cli.at_least("numpy_epochs", _NUMPY_EPOCHS.value, 1)
+  cli.at_least("numpy_cnn_train_limit", _NUMPY_CNN_LIMIT.value, 1)
+  if _BATCH_SIZES.value:
+    cli.ints("batch_sizes", _BATCH_SIZES.value)
+  for blocks in _BLOCK_SWEEP.value:
+    try:
+      ops.parse_blocks(blocks)
+    except ValueError as e:
+      raise config.ConfigError(str(e)) from None
+  seeds = cli.ints("seeds", _SEEDS.value, low=0)
+  try:
+    grid.points(_POINTS.value)
+  except ValueError as e:
+    raise config.ConfigError(str(e)) from None
+  out = pathlib.Path(_OUT_DIR.value) / ("grid.json" if _GRID.value else "results.json")
+  cli.writable(out, "--out_dir")
+  return seeds
+
+
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
   if _MERGE.value:
     return merge_grids(_MERGE.value)
+  seeds = check_flags()
   notes, impls = [], [] if _GRID.value else list(_IMPLS.value)
   try:
     if "torch" in impls and (why := torch_peer.available()):
@@ -559,16 +597,10 @@ def main(argv):
         print(f"notice: the triton impl skipped: it needs {why}", file=sys.stderr)
         notes.append(f"triton impl skipped: it needs {why}")
         impls.remove("triton")
-    if bad := [m for m in _TORCH_MODES.value if m not in torch_peer.MODES]:
-      raise ValueError(f"unknown --torch_modes {', '.join(bad)}; the modes are "
-                       f"{', '.join(torch_peer.MODES)}")
-    if bad := [p for p in _CNN_PRECISIONS.value if p not in ("tf32", "bfloat16")]:
-      raise ValueError(f"unknown --cnn_precisions {', '.join(bad)}; they are tf32 and bfloat16")
     cases = grid_cases() if _GRID.value else build_cases(impls)
     out_dir = pathlib.Path(_OUT_DIR.value)
-    runner.check_writable(out_dir / ("grid.json" if _GRID.value else "results.json"))
-  except (config.ConfigError, data.DataError, ValueError) as e:
-    sys.exit(f"error: {e}")
+  except ValueError as e:
+    raise config.ConfigError(str(e)) from None
   import jax
   if jax.default_backend() != "gpu":
     notes.append(f"no GPU: jax ran on {jax.default_backend()}; Pallas kernels were interpreted")
@@ -578,10 +610,8 @@ def main(argv):
       if not any(case.impl in n for n in notes):
         notes.append(f"{case.impl} peer skipped: CUDA graphs need a GPU")
       continue
-    try:
-      r = measure(case)
-    except (config.ConfigError, data.DataError) as e:
-      sys.exit(f"error: {e}")
+    r = measure(case, warm_up=not _QUICK.value,
+                more_seeds=seeds[1:] if case.group == "grid" else ())
     results.append(r)
     if r["diverged"]:
       notes.append(f"{r['workload']} {r['impl']} {r['variant']}: diverged (loss "
@@ -612,4 +642,4 @@ def _gpu_for_torch() -> bool:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -18,7 +18,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags, logging
+from absl import flags
 from jax import lax
 from jax.experimental import pallas as pl
 
@@ -26,6 +26,7 @@ import optax
 
 from jaxshallow import mlp, models, ops as ops_lib, train
 from jaxshallow.ops import pallas_ops
+from jaxshallow.run import cli
 from pallas_kernels import common
 from pallas_kernels.ops import dense, dense_xent
 
@@ -82,7 +83,8 @@ def layout_rows(interpret, steps=200):
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
+  cli.at_least("steps", _STEPS.value, 1)
+  cli.at_least("repeats", _REPEATS.value, 1)
   interpret, steps = common.interpret_default(), _STEPS.value
   x = jnp.zeros((16,), jnp.float32)
   rows = []
@@ -149,4 +151,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

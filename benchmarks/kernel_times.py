@@ -19,10 +19,10 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 
 from jaxshallow import ops
-from jaxshallow.run import config, runner, trainers
+from jaxshallow.run import cli, config, runner, trainers
 from pallas_kernels.ops import dense as pallas_dense
 from pallas_kernels.ops import softmax_xent as pallas_xent
 
@@ -173,15 +173,13 @@ def step_row(impl: str, batch: int, precision: str) -> dict:
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
   b, hdn, p = _BATCH.value, _HIDDEN.value, _PRECISION.value
-  if min(b, hdn, _CALLS.value) < 1:
-    raise SystemExit(f"--batch, --hidden and --calls must be positive, got {b}, {hdn} and "
-                     f"{_CALLS.value}")
+  for flag, value in (("batch", b), ("hidden", hdn), ("calls", _CALLS.value)):
+    cli.at_least(flag, value, 1)
   tb = parse_blocks(_TRITON_BLOCKS.value)
   import triton_kernels
   if why := triton_kernels.unavailable():
-    raise SystemExit(f"benchmarks.kernel_times needs {why}")
+    raise config.ConfigError(f"benchmarks.kernel_times needs {why}")
   print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}; batch {b}, hidden {hdn}, {p}; "
         f"GPU us a call: median of {_CALLS.value} calls")
   if _OPS.value:
@@ -200,8 +198,8 @@ def parse_blocks(text: str | None):
   except ValueError:
     pairs = None
   if not isinstance(pairs, tuple):  # also "auto", which has no Triton meaning
-    raise SystemExit(f"--triton_blocks takes three sizes of 16 or more, powers of two, BM,BN,BK; "
-                     f"got {text!r}")
+    raise config.ConfigError(f"--triton_blocks takes three sizes of 16 or more, powers of two, "
+                             f"BM,BN,BK; got {text!r}")
   return [v for _, v in pairs]
 
 
@@ -245,4 +243,4 @@ def step_table(b, p):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -10,14 +10,12 @@ is the median. "networks/s" counts network-epochs per second: members / seconds 
 
 import dataclasses
 import statistics
-import sys
 
 import jax
-from absl import app, flags, logging
+from absl import flags, logging
 
 from experiments import config_flags
-from jaxshallow import data
-from jaxshallow.run import config, population_run, runner
+from jaxshallow.run import cli, config, population_run, runner
 
 _SIZES = flags.DEFINE_list("sizes", ["1", "8", "64", "512"], "Population sizes.")
 _IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Impls: xla, pallas (its default: the "
@@ -100,17 +98,22 @@ def plot(rows, path):
   fig.savefig(path, dpi=120)
 
 
+IMPLS = ("xla", "pallas", "pallas-step", "pallas-ops")
+
+
 def main(argv):
+  del argv
   logging.set_verbosity(logging.ERROR)
-  config_flags.check_no_arguments(argv)
+  sizes = cli.ints("sizes", _SIZES.value)
+  counts = cli.ints("device_counts", _COUNTS.value)
+  cli.known("--impls", _IMPLS.value, IMPLS)
+  cli.at_least("dp_batch", _DP_BATCH.value, 0)
+  base = config.resolve(config_flags.config_from_flags())
+  if base.model not in ("mlp", "logreg"):
+    raise config.ConfigError("the population bench measures the mlp and logreg models")
+  cli.writable(_OUT.value)
+  cli.writable(_PLOT.value, "--plot")
   try:
-    sizes = [int(s) for s in _SIZES.value]
-    counts = [int(c) for c in _COUNTS.value]
-    if _OUT.value:
-      runner.check_writable(_OUT.value)
-    base = config.resolve(config_flags.config_from_flags())
-    if base.model not in ("mlp", "logreg"):
-      raise config.ConfigError("the population bench measures the mlp and logreg models")
     available = len(jax.devices())
     skipped = [c for c in counts if c > available]
     counts = [c for c in counts if c <= available]
@@ -118,8 +121,8 @@ def main(argv):
     rows = population_rows(base, sizes, counts, _show)
     if _DP_BATCH.value:
       rows += data_parallel_rows(base, counts, _show)
-  except (config.ConfigError, data.DataError, ValueError) as e:
-    sys.exit(f"error: {e}")
+  except ValueError as e:
+    raise config.ConfigError(str(e)) from None
   result = {**runner.device_info("xla"), "device_count": available, "notes": notes,
             "epochs": base.epochs, "rows": rows}
   for n in notes:
@@ -133,4 +136,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

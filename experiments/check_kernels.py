@@ -7,18 +7,18 @@ Fresh random inputs each run; shapes that are and are not multiples of the block
 all gradients; every precision mode against its documented tolerance. Exits non-zero on a miss.
 """
 
+import functools
 import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags, logging
-
-import functools
+from absl import flags
 
 from jaxshallow import cnn, mlp, models, paths, synthetic, train
 from jaxshallow.fused import epoch as fused_epoch, step as fused_step
 from jaxshallow.reference import numpy_cnn
+from jaxshallow.run import cli
 from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch, mlp_epoch,
                                   population_step, sgd_parts)
 from pallas_kernels import common
@@ -589,9 +589,14 @@ def population_cases(rng, interpret):
       yield f"population step m={members} b={b} k={k} n={n} c={c}", precision, err
 
 
+GROUPS = ("dense", "hopper", "xent", "head", "conv", "step", "epoch", "cluster", "cluster_mlp",
+          "barrier", "population", "triton")
+
+
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
+  cli.known("--only group(s)", _ONLY.value, GROUPS)
+  cli.at_least("barrier_rounds", _BARRIER_ROUNDS.value, 1)
   interpret = common.interpret_default()
   rng = np.random.default_rng(_SEED.value)
   d = jax.devices()[0]
@@ -604,9 +609,6 @@ def main(argv):
             "cluster_mlp": cluster_mlp_cases,
             "barrier": barrier_cases,
             "population": population_cases, "triton": triton_cases}
-  unknown = set(_ONLY.value) - set(groups)
-  if unknown:
-    sys.exit(f"error: unknown --only group(s) {', '.join(sorted(unknown))}")
   cases = (c for g in _ONLY.value for c in groups[g](rng, interpret))
   for case, precision, err in cases:
     ok = err < TOLERANCE[precision]
@@ -619,4 +621,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

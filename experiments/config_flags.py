@@ -4,9 +4,8 @@
 import dataclasses
 import sys
 
-from absl import flags, logging
+from absl import flags
 
-from jaxshallow import data
 from jaxshallow.run import config, runner
 
 _DEFINE = {"str": flags.DEFINE_string, "int": flags.DEFINE_integer,
@@ -27,33 +26,28 @@ FLAGS = {f.name: _define(f) for f in dataclasses.fields(config.Config) if f.meta
 
 def parse_widths(text: str) -> tuple[int, ...]:
   try:
-    return tuple(int(w) for w in text.split(",") if w.strip())
+    return tuple(int(w) for w in text.split(","))
   except ValueError:
     raise config.ConfigError(f"hidden must be comma-separated integers, got {text!r}") from None
 
 
 def config_from_flags(**overrides) -> config.Config:
-  """The Config the flags describe, ``overrides`` replacing single fields; ``runner.run``
-  validates it and fills in the model's defaults (``config.resolve``)."""
+  """The Config the flags describe, ``overrides`` (the script's own settings) replacing single
+  fields; ``runner.run`` validates it and fills in the model's defaults (``config.resolve``),
+  and refuses the flags given that do not apply to it (``Config.given``)."""
+  script = getattr(sys.modules["__main__"].__spec__, "name", "this script")
+  if given_twice := [n for n in overrides if n in FLAGS and FLAGS[n].present]:
+    raise config.ConfigError(f"--{given_twice[0]} does not apply to {script}: it sets the "
+                             f"{given_twice[0]} itself")
   values = {name: flag.value for name, flag in FLAGS.items()}
   values["hidden"] = parse_widths(values["hidden"])
-  return dataclasses.replace(config.Config(**values), **overrides)
+  given = tuple(name for name, flag in FLAGS.items() if flag.present)
+  return dataclasses.replace(config.Config(**values, given=given), **overrides)
 
 
-def check_no_arguments(argv) -> None:
-  """absl leaves what is not a flag in ``argv``: the scripts take none, so say so in one line."""
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments {' '.join(argv[1:])}")
-
-
-def run_main(argv, out: str | None, **overrides) -> None:
-  """The body of a training script's ``main``: train the flags' config, print its progress,
-  write ``out`` as JSON. Bad settings and missing data end the program with one line."""
-  logging.set_verbosity(logging.WARNING)  # Hide JAX's backend-probing INFO lines.
-  check_no_arguments(argv)
-  try:
-    result = runner.run(config_from_flags(**overrides), out=out)
-  except (config.ConfigError, data.DataError) as e:
-    sys.exit(f"error: {e}")
+def run_main(out: str | None, **overrides) -> None:
+  """The body of a training script's ``main`` (run by ``cli.run``): train the flags' config,
+  print its progress, write ``out`` as JSON."""
+  result = runner.run(config_from_flags(**overrides), out=out)
   if result["diverged"]:
     sys.exit(f"error: {runner.divergence_message(result)}")

@@ -3,16 +3,18 @@
   python -m experiments.mnist --impl=xla --epochs=10 --out=results.json
 """
 
-from absl import app, flags
+from absl import flags
 
 from experiments import config_flags
+from jaxshallow.run import cli
 
 _OUT = flags.DEFINE_string("out", None, "Write the results as JSON to this file.")
 
 
 def main(argv):
-  config_flags.run_main(argv, _OUT.value)
+  del argv
+  config_flags.run_main(_OUT.value)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

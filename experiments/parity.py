@@ -29,7 +29,7 @@ if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):  # Before
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                              " --xla_gpu_deterministic_ops=true").strip()
 
-from absl import app, flags, logging
+from absl import flags
 
 import dataclasses
 
@@ -37,8 +37,7 @@ import numpy as np
 
 from benchmarks import grid
 from experiments import config_flags
-from jaxshallow import data
-from jaxshallow.run import config, runner, trainers
+from jaxshallow.run import cli, config, runner, trainers
 
 _IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Reference impl, then the one to check.")
 _TOL = flags.DEFINE_float("tolerance", 1e-3, "Allowed relative difference of lockstep losses.")
@@ -51,6 +50,8 @@ _POINT = flags.DEFINE_string("point", None, "Train this point of the breadth gri
                              "(benchmarks.grid) instead of the flags' network (--epochs, "
                              "--train_limit and --data_dir still apply).")
 _OUT = flags.DEFINE_string("out", None, "Write the comparison as JSON to this file.")
+# The flags that still apply with --point (the rest are the point's).
+WITH_POINT = ("epochs", "seed", "train_limit", "test_limit", "data_dir", "fusion", "numpy_dtype")
 # The float64 check: the checked impl's distance from float64 at most RATIO times the
 # reference impl's, plus SLACK of the loss.
 RATIO, SLACK = 2.0, 1e-6
@@ -137,42 +138,42 @@ def configs() -> list[config.Config]:
   if len(_IMPLS.value) != 2:
     raise config.ConfigError(f"--impls takes two impls, got {','.join(_IMPLS.value)}")
   flagged = config_flags.config_from_flags()
+  if "impl" in flagged.given:
+    raise config.ConfigError("--impl does not apply to experiments.parity: give --impls")
+  if _POINT.value is not None:
+    try:
+      (point,) = grid.points([_POINT.value])
+    except ValueError as e:
+      raise config.ConfigError(str(e)) from None
+    if extra := [n for n in flagged.given if n not in WITH_POINT]:
+      raise config.ConfigError(f"--{extra[0]} does not apply with --point: the point sets the "
+                               "network")
+  own = {"fusion": "pallas", "numpy_dtype": "numpy"}  # Flags of one impl of the pair.
   cfgs = []
   for impl in _IMPLS.value:
+    given = tuple(n for n in flagged.given if own.get(n, impl) == impl)
     fusion = flagged.fusion if impl == "pallas" else None
     if _POINT.value is not None:
-      try:
-        (point,) = grid.points([_POINT.value])
-      except ValueError as e:
-        raise config.ConfigError(str(e)) from None
-      keep = {k: getattr(flagged, k) for k in ("train_limit", "test_limit", "data_dir")}
-      if flags.FLAGS["epochs"].present:
-        keep["epochs"] = flagged.epochs
-      cfg = point.config(impl=impl, fusion=fusion, **keep)
+      keep = {n: getattr(flagged, n) for n in given}
+      cfg = point.config(impl=impl, **dict(keep, fusion=fusion, given=given))
     else:
-      cfg = dataclasses.replace(flagged, impl=impl, fusion=fusion)
+      cfg = dataclasses.replace(flagged, impl=impl, fusion=fusion, given=given)
     cfgs.append(config.resolve(cfg))
   return cfgs
 
 
 def main(argv):
-  logging.set_verbosity(logging.WARNING)
-  config_flags.check_no_arguments(argv)
-  try:
-    if _REFERENCE.value not in ("impl", "float64"):
-      raise config.ConfigError(f"--reference must be impl or float64, got {_REFERENCE.value!r}")
-    cfgs = configs()
-    seeds = [int(s) for s in _SEEDS.value] if _SEEDS.value else [cfgs[0].seed]
-    if _OUT.value:
-      runner.check_writable(_OUT.value)
-    if _REFERENCE.value == "float64":
-      result = float64_distances(cfgs, seeds)
-    else:
-      result = compare(*cfgs)
-  except (config.ConfigError, data.DataError) as e:
-    sys.exit(f"error: {e}")
-  except ValueError as e:  # --seeds not integers
-    sys.exit(f"error: {e}")
+  del argv
+  if _REFERENCE.value not in ("impl", "float64"):
+    raise config.ConfigError(f"--reference must be impl or float64, got {_REFERENCE.value!r}")
+  cli.positive("tolerance", _TOL.value)
+  seeds = cli.ints("seeds", _SEEDS.value, low=0) if _SEEDS.value else None
+  cfgs = configs()
+  cli.writable(_OUT.value)
+  if _REFERENCE.value == "float64":
+    result = float64_distances(cfgs, seeds or [cfgs[0].seed])
+  else:
+    result = compare(*cfgs)
   if _REFERENCE.value == "impl":
     result["tolerance"] = _TOL.value
   if _OUT.value:
@@ -183,4 +184,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -8,9 +8,10 @@ set is drawn from --seed (small 256, medium 2,560, large 25,600 samples; 2,560 h
 JSON of --out has final_mse (the training set's, after training) and test_mse.
 """
 
-from absl import app, flags
+from absl import flags
 
 from experiments import config_flags
+from jaxshallow.run import cli
 
 _SIZE = flags.DEFINE_string("size", "large", "small | medium | large")
 _BIAS = flags.DEFINE_bool("bias", False, "Give the layers biases (the study had none).")
@@ -18,9 +19,9 @@ _OUT = flags.DEFINE_string("out", None, "Write the results as JSON to this file.
 
 
 def main(argv):
-  config_flags.run_main(argv, _OUT.value, model="regression", dataset=_SIZE.value,
-                        bias=_BIAS.value)
+  del argv
+  config_flags.run_main(_OUT.value, model="regression", dataset=_SIZE.value, bias=_BIAS.value)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -17,11 +17,10 @@ others go on, and the script exits non-zero at the end.
 import dataclasses
 import sys
 
-from absl import app, flags, logging
+from absl import flags
 
 from experiments import config_flags, distributed_flags
-from jaxshallow import data
-from jaxshallow.run import config, population_run, runner
+from jaxshallow.run import cli, config, population_run, runner
 
 _LRS = flags.DEFINE_list("lrs", ["0.05", "0.1"], "Learning rates to try.")
 _SEEDS = flags.DEFINE_string("seeds", "0,1,2", "Seeds to try each with: 0,1,2 or a range 0-15.")
@@ -101,16 +100,17 @@ def plot(result, path, stat_name):
 
 
 def main(argv):
-  logging.set_verbosity(logging.WARNING)
-  config_flags.check_no_arguments(argv)
+  del argv
+  distributed_flags.initialize()
+  seeds, lrs = parse_seeds(_SEEDS.value), parse_lrs(_LRS.value)
+  cli.at_least("holdout", _HOLDOUT.value, 0)
+  cli.at_least("population_chunk", _CHUNK.value, 0)
+  model = config_flags.config_from_flags().model
+  holdout = 0 if model == "regression" else _HOLDOUT.value
+  cfg = config.resolve(config_flags.config_from_flags(holdout=holdout))
+  cli.writable(_OUT.value)
+  cli.writable(_PLOT.value, "--plot")
   try:
-    distributed_flags.initialize()
-    seeds, lrs = parse_seeds(_SEEDS.value), parse_lrs(_LRS.value)
-    model = config_flags.config_from_flags().model
-    holdout = 0 if model == "regression" else _HOLDOUT.value
-    cfg = config.resolve(config_flags.config_from_flags(holdout=holdout))
-    if _OUT.value:
-      runner.check_writable(_OUT.value)
     stat_name = ("final MSE on the training set" if cfg.model == "regression" else
                  f"accuracy on a holdout of {holdout} training images" if holdout else
                  "accuracy on the test set")
@@ -124,8 +124,8 @@ def main(argv):
             f"({result['device']}): train {result['train_time_s']:.2f}s, "
             f"{result['networks_per_second']:.1f} networks/s, compile "
             f"{result['compile_time_s']:.1f}s")
-  except (config.ConfigError, data.DataError, ValueError) as e:
-    sys.exit(f"error: {e}")
+  except ValueError as e:
+    raise config.ConfigError(str(e)) from None
   if not distributed_flags.is_main_process():
     return  # Every process trained its members; the first reports.
   print_table(result, seeds, lrs, stat_name)
@@ -145,4 +145,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -9,7 +9,7 @@ The functional API::
 from jaxshallow.data import DataError, load as load_dataset
 from jaxshallow.mlp import apply_mlp, init_mlp
 from jaxshallow.ops import IMPLS, PRECISIONS, Ops, get_ops
-from jaxshallow.train import (epoch_order, evaluate, loss_fn, make_optimizer,
+from jaxshallow.train import (check_labels, epoch_order, evaluate, loss_fn, make_optimizer,
                               train_epoch, train_step)
 from jaxshallow import population  # population.train_epoch: many networks in one program
 

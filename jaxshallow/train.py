@@ -76,6 +76,18 @@ def loss_fn(params, x, y, *, ops, model=models.MLP):
 STATIC = ("tx", "impl", "precision", "model", "blocks")  # The static arguments of the steps.
 
 
+def check_labels(labels, n_classes: int, name: str = "labels") -> None:
+  """ValueError (one line) if ``labels`` hold a class outside 0 .. n_classes - 1, which would
+  train on silently (NaN losses). On the host, so that the jitted step pays nothing: call it once
+  per data set before a jitted loop. ``train_step`` calls it itself where its labels are not
+  traced (an eager call), and the trainers (``jaxshallow.run``) once per data set."""
+  y = np.asarray(labels)
+  if y.size and (y.min() < 0 or y.max() >= n_classes):
+    bad = y.max() if y.max() >= n_classes else y.min()
+    raise ValueError(f"{name}: class {bad} is outside the network's {n_classes} outputs "
+                     f"(classes 0 to {n_classes - 1})")
+
+
 def check_inputs(params, images, labels, model, names=("batch[0]", "batch[1]")):
   """Raise a ValueError naming the argument and the shapes if ``images`` and ``labels`` cannot
   be ``model``'s input with ``params``. Shapes and dtypes are static, so this runs while
@@ -103,6 +115,8 @@ def check_inputs(params, images, labels, model, names=("batch[0]", "batch[1]")):
                      f"{xn} of shape {x_shape}, got {y_shape}")
   if model.loss == "xent" and not jnp.issubdtype(jnp.result_type(labels), jnp.integer):
     raise ValueError(f"{yn} must hold integer class labels, got dtype {jnp.result_type(labels)}")
+  if model.loss == "xent" and not isinstance(labels, jax.core.Tracer):
+    check_labels(labels, w_out.shape[1], yn)  # Concrete values: an eager call.
 
 
 def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: str = "float32",

@@ -32,9 +32,11 @@ import sys
 
 import jax
 import jax.numpy as jnp
-from absl import app, flags, logging
+from absl import flags
 from jax import lax
 
+from jaxshallow.run import cli
+from jaxshallow.run.config import ConfigError
 from probes import hopper
 
 FLAGS = flags.FLAGS
@@ -210,10 +212,13 @@ def time_per_step(make, steps: int, repeats: int):
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
-  d = hopper.require_hopper("cluster_exchange")
   if FLAGS.steps <= SHORT or FLAGS.steps % 2:
-    sys.exit(f"error: --steps must be an even number above {SHORT}, got {FLAGS.steps}")
+    raise ConfigError(f"--steps must be an even number above {SHORT}, got {FLAGS.steps}")
+  cli.at_least("repeats", FLAGS.repeats, 1)
+  cli.ints("floats", FLAGS.floats)
+  cli.ints("clusters", FLAGS.clusters)
+  cli.ints("grid_programs", FLAGS.grid_programs)
+  d = hopper.require_hopper("cluster_exchange")
   print(f"device {d.device_kind}; jax {jax.__version__}; {FLAGS.steps} and {SHORT} steps, "
         f"median of {FLAGS.repeats} launches")
   if FLAGS.clusters:
@@ -254,4 +259,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -22,10 +22,12 @@ import sys
 import time
 
 import numpy as np
-from absl import app, flags, logging
+from absl import flags
 
 from jaxshallow import synthetic
 from jaxshallow.reference import numpy_mlp
+from jaxshallow.run import cli
+from jaxshallow.run.config import ConfigError
 from pallas_kernels.fused import cluster_epoch_mgpu
 from probes import hopper
 
@@ -109,17 +111,18 @@ def check_and_time(hidden: int):
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
   import jax
-  d = hopper.require_hopper("cluster_regression")
-  hidden = [int(h) for h in FLAGS.hidden]
+  hidden = cli.ints("hidden", FLAGS.hidden)
   for h in hidden:
     why = cluster_epoch_mgpu.problem((32, h, 1), cluster_epoch_mgpu.BATCH, bias=False,
                                      optimizer="sgd", dtype="float32")
     if why:
-      sys.exit(f"error: --hidden={h}: the kernel cannot train 32-{h}-1: {why}")
+      raise ConfigError(f"--hidden={h}: the kernel cannot train 32-{h}-1: {why}")
   if FLAGS.steps <= SHORT:
-    sys.exit(f"error: --steps must be above {SHORT}, got {FLAGS.steps}")
+    raise ConfigError(f"--steps must be above {SHORT}, got {FLAGS.steps}")
+  cli.at_least("repeats", FLAGS.repeats, 1)
+  cli.positive("lr", FLAGS.lr)
+  d = hopper.require_hopper("cluster_regression")
   print(f"device {d.device_kind}; jax {jax.__version__}; batch {cluster_epoch_mgpu.BATCH}, "
         f"{cluster_epoch_mgpu.INPUTS} inputs, "
         f"lr {FLAGS.lr:g}; launches of {FLAGS.steps} and {SHORT} steps, median of "
@@ -154,4 +157,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -26,10 +26,11 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import app, flags, logging
+from absl import flags
 from jax import lax
 from jax.experimental import pallas as pl
 
+from jaxshallow.run import cli
 from pallas_kernels.ops.dense_mgpu import split3
 from probes import hopper
 
@@ -105,7 +106,7 @@ def expected(piece: str, x, w, iterations: int):
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
+  cli.at_least("repeats", _REPEATS.value, 1)
   d = hopper.require_hopper("warpgroup_costs")
   rng = np.random.default_rng(0)
   x = jnp.asarray(rng.integers(0, 3, (TILES, 64, 64)), jnp.bfloat16)
@@ -124,4 +125,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -211,3 +211,24 @@ def test_kernels_stand_on_their_own():
       assert not any(n.split(".")[0] == "jaxshallow" for n in names), path.name
   for path in (root / "jaxshallow").glob("*.py"):
     assert len(path.read_text().splitlines()) <= 300, path.name
+
+
+def test_labels_outside_the_classes_are_one_clear_error():
+  """A label of 12 for 10 outputs would train to NaN without a word: refused in one line by an
+  eager train_step, by check_labels (once per data set, on the host) and by the trainers."""
+  from jaxshallow.data import Dataset
+  from jaxshallow.run import config, trainers
+  params = jaxshallow.init_mlp(jax.random.key(0), (20, 8, 10))
+  tx = jaxshallow.make_optimizer("sgd", 0.1)
+  x = np.random.default_rng(0).random((4, 20), np.float32)
+  y = np.array([1, 2, 12, 3], np.int32)
+  with pytest.raises(ValueError, match=r"batch\[1\]: class 12 is outside the network's 10"):
+    jaxshallow.train_step(params, tx.init(params), (x, y), tx=tx)
+  with pytest.raises(ValueError, match="class -1 is outside"):
+    jaxshallow.check_labels(np.array([0, -1]), 10)
+  jaxshallow.check_labels(np.arange(10), 10)
+  ds = Dataset(np.zeros((8, 4, 5), np.uint8), np.full(8, 11, np.uint8),
+               np.zeros((2, 4, 5), np.uint8), np.zeros(2, np.uint8))
+  cfg = config.resolve(config.Config(model="mlp", hidden=(8,)))
+  with pytest.raises(ValueError, match="the training labels: class 11"):
+    trainers.make_trainer(cfg, ds)

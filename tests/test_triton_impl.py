@@ -121,7 +121,7 @@ def test_kernel_times_refuses_with_one_line_where_it_cannot_run():
                      env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
                      timeout=300)
   assert p.returncode != 0
-  assert p.stderr.strip() == f"benchmarks.kernel_times needs {WHY}"
+  assert p.stderr.strip() == f"error: benchmarks.kernel_times needs {WHY}"
 
 
 def test_kernel_times_counts_code_lines():
@@ -160,6 +160,7 @@ def test_typed_ffi_lowering_hands_the_call_description_over_as_opaque(monkeypatc
 @pytest.mark.parametrize("text", ["16,16", "a,b,c", "8,16,16", "24,16,16", "auto"])
 def test_kernel_times_refuses_bad_blocks_in_one_line(text):
   from benchmarks import kernel_times
-  with pytest.raises(SystemExit, match="--triton_blocks takes three sizes of 16 or more"):
+  from jaxshallow.run import config
+  with pytest.raises(config.ConfigError, match="--triton_blocks takes three sizes of 16 or more"):
     kernel_times.parse_blocks(text)
   assert kernel_times.parse_blocks("16,16,128") == [16, 16, 128]

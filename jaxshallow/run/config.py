@@ -21,8 +21,8 @@ DEFAULTS = {
     "regression": dict(optimizer="sgd", epochs=100, batch_size=256, bias=False),
 }
 # Default learning rates by model and optimizer. The classifiers' reach the workloads' accuracy
-# targets and the cnn's were chosen on a training-set holdout (docs/usage.md); the regression's is the
-# study's. A pair not listed needs --lr.
+# targets and the cnn's were chosen on a training-set holdout (docs/usage.md); the regression's
+# is the study's. A pair not listed needs --lr.
 LEARNING_RATES = {
     ("mlp", "sgd"): 0.5,
     ("logreg", "sgd"): 0.25,
@@ -36,11 +36,18 @@ class ConfigError(ValueError):
   """A bad setting; the message is one line meant for the user."""
 
 
-def setting(default, help: str, *, flag: bool = True):
+def setting(default, help: str, *, flag: bool = True, applies=None):
   """A field of ``Config`` with its help text: the one place a setting is written. The
   experiment scripts make an absl flag of each field whose ``flag`` is True
-  (``experiments.config_flags``); the help says "default: the model's" for per-model ones."""
-  return dataclasses.field(default=default, metadata={"help": help, "flag": flag})
+  (``experiments.config_flags``); the help says "default: the model's" for per-model ones.
+  ``applies``: (predicate of the Config, what it applies to) for a setting that only some
+  configurations use; given where it does not apply (``Config.given``), it is refused."""
+  return dataclasses.field(default=default,
+                           metadata={"help": help, "flag": flag, "applies": applies})
+
+
+def _optimizer(cfg) -> str:
+  return cfg.optimizer or DEFAULTS[cfg.model]["optimizer"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,15 +62,21 @@ class Config:
   batch_size: int | None = setting(None, "Examples per step")
   lr: float | None = setting(None, "Learning rate")
   optimizer: str | None = setting(None, "sgd | momentum | adam")
-  momentum: float = setting(0.9, "Momentum, for --optimizer=momentum.")
+  momentum: float = setting(0.9, "Momentum, for --optimizer=momentum.", applies=(
+      lambda c: _optimizer(c) == "momentum", "applies to --optimizer=momentum"))
   hidden: tuple[int, ...] = setting((256,), "Hidden widths, comma separated: 512,256 is two "
-                                    "(mlp and regression).")
+                                    "(mlp and regression).", applies=(
+      lambda c: c.model in ("mlp", "regression"),
+      "applies to the mlp and the regression net (the other models' layers are fixed)"))
   bias: bool | None = setting(None, "Give the layers biases", flag=False)
   seed: int = setting(0, "Seeds the initial weights and the batch order.")
   precision: str = setting("float32", "float32 | tf32 | bfloat16 (xla, pallas).")
-  numpy_dtype: str = setting("float32", "float32 | float64 (numpy impl).")
+  numpy_dtype: str = setting("float32", "float32 | float64 (numpy impl).", applies=(
+      lambda c: c.impl == "numpy", "applies to --impl=numpy"))
   data_dir: str | None = setting(None, "Folder with the data; else $JAXSHALLOW_DATA_DIR, then "
-                                 "the user cache, then a download.")
+                                 "the user cache, then a download.", applies=(
+      lambda c: c.model != "regression",
+      "applies to mnist and fashion (the regression net's data are drawn from --seed)"))
   train_limit: int | None = setting(None, "Use only the first N training images.")
   test_limit: int | None = setting(None, "Use only the first N test images.")
   # Choosing settings (experiments.sweep) never looks at the test set.
@@ -72,7 +85,8 @@ class Config:
   # Techniques (xla and pallas): docs/usage.md has their table.
   dispatch: str = setting("scan", "scan: each epoch is one compiled loop; loop: a Python loop "
                           "over a jitted step.")
-  unroll: int = setting(1, "Steps unrolled per iteration of the epoch loop.")
+  unroll: int = setting(1, "Steps unrolled per iteration of the epoch loop.", applies=(
+      lambda c: c.dispatch == "scan", "applies to --dispatch=scan"))
   placement: str = setting("resident", "resident: data on the device; streamed: batches "
                            "copied from the host, the next one prefetched (needs "
                            "--dispatch=loop).")
@@ -95,6 +109,9 @@ class Config:
                                 "all-reduced (xla, pallas op kernels).")
   devices: int = setting(0, "Devices to use (0: all): for --data_parallel, and for the "
                          "population of experiments.sweep.")
+  # The settings the user gave on the command line (``experiments.config_flags``): each one is
+  # refused where it does not apply (``setting``'s ``applies``), never silently ignored.
+  given: tuple[str, ...] = setting((), "Settings given explicitly.", flag=False)
 
 
 def help_text(field: dataclasses.Field) -> str:
@@ -131,6 +148,8 @@ def validate(cfg: Config) -> None:
       (0 <= cfg.momentum < 1, f"momentum must be in [0, 1), got {cfg.momentum}"),
       (cfg.optimizer is None or cfg.optimizer in train.OPTIMIZERS,
        f"unknown optimizer {cfg.optimizer!r}; choose one of {', '.join(train.OPTIMIZERS)}"),
+      (cfg.model in ("mlp", "regression") or cfg.hidden in ((), (256,)),
+       "--hidden applies to the mlp and the regression net (the other models' layers are fixed)"),
       (all(h >= 1 for h in cfg.hidden) and (cfg.hidden or cfg.model not in ("mlp", "regression")),
        f"hidden must list positive widths, got {cfg.hidden}"),
       (cfg.precision in ops.PRECISIONS,
@@ -169,6 +188,10 @@ def validate(cfg: Config) -> None:
   for ok, message in checks:
     if not ok:
       raise ConfigError(message)
+  for field in dataclasses.fields(Config):
+    applies = field.metadata["applies"]
+    if field.name in cfg.given and applies and not applies[0](cfg):
+      raise ConfigError(f"--{field.name} {applies[1]}")
   if cfg.impl == "triton":
     import triton_kernels
     if why := triton_kernels.unavailable():

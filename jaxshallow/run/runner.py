@@ -174,14 +174,22 @@ def write_json(result: dict, path: os.PathLike) -> None:
       os.remove(tmp)
 
 
-def check_writable(path: os.PathLike) -> None:
-  """Fail before training, not after it, if the result file cannot be written."""
+def check_writable(path: os.PathLike, flag: str = "--out") -> None:
+  """Fail before training, not after it, if the result file cannot be written. Nothing is left
+  behind: a folder made for the check is removed again."""
   path = pathlib.Path(path)
   if path.is_dir():
-    raise ConfigError(f"--out {path} is a directory; give a file name")
+    raise ConfigError(f"{flag} {path} is a directory; give a file name")
+  made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]  # innermost first
   try:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"):
       pass
   except OSError as e:
-    raise ConfigError(f"cannot write --out {path}: {e.strerror or e}") from None
+    raise ConfigError(f"cannot write {flag} {path}: {e.strerror or e}") from None
+  finally:
+    for folder in made:
+      try:
+        folder.rmdir()
+      except OSError:
+        break

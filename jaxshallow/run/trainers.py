@@ -9,7 +9,7 @@ check use.
 
 from __future__ import annotations
 
-from jaxshallow import data as data_lib, paths
+from jaxshallow import data as data_lib, models, paths, train
 from jaxshallow.run.config import Config
 from jaxshallow.run.jax_trainer import JaxTrainer
 from jaxshallow.run.numpy_trainer import NumpyTrainer
@@ -22,6 +22,10 @@ def make_trainer(cfg: Config, ds: data_lib.Dataset, params=None):
   ``params`` (host or device arrays) default to ``init_params(cfg, ds)``."""
   if params is None:
     params = init_params(cfg, ds)
+  if models.BY_NAME[cfg.model].loss == "xent":  # Once per data set, on the host.
+    n_classes = params[-1]["w"].shape[1]
+    train.check_labels(ds.train_labels, n_classes, "the training labels")
+    train.check_labels(ds.test_labels, n_classes, "the test labels")
   if cfg.impl == "numpy":
     return NumpyTrainer(cfg, ds, params)
   return JaxTrainer(paths.resolve(cfg), ds, params)

@@ -1,0 +1,63 @@
+"""What every script shares on its command line: a user's mistake ends the program with one
+line and a non-zero exit, never a traceback, and nothing is written.
+
+``cli.run(main)`` in place of ``app.run(main)``: stray positional arguments are refused, and a
+``ConfigError`` or ``DataError`` raised by ``main`` (or by what it calls) becomes ``error: ...``.
+The checks below name the flag and what it must be; a script runs them all before it prints,
+loads or compiles anything.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from absl import app, logging
+
+from jaxshallow import data
+from jaxshallow.run import runner
+from jaxshallow.run.config import ConfigError
+
+
+def run(main) -> None:
+  def checked(argv):
+    logging.set_verbosity(logging.WARNING)  # Hide JAX's backend-probing INFO lines.
+    try:
+      if len(argv) > 1:
+        raise ConfigError(f"unexpected arguments {' '.join(argv[1:])}")
+      return main(argv)
+    except (ConfigError, data.DataError) as e:
+      sys.exit(f"error: {e}")
+  app.run(checked)
+
+
+def at_least(flag: str, value, low) -> None:
+  if value is None or value < low:
+    raise ConfigError(f"{flag} must be at least {low}, got {value}")
+
+
+def positive(flag: str, value) -> None:
+  if not value > 0:
+    raise ConfigError(f"{flag} must be positive, got {value}")
+
+
+def ints(flag: str, values, low: int = 1) -> list[int]:
+  """A list flag of integers, each at least ``low``."""
+  try:
+    out = [int(v) for v in values]
+  except ValueError:
+    out = None
+  if not out or min(out) < low:
+    kind = "positive integers" if low == 1 else f"integers of at least {low}"
+    raise ConfigError(f"{flag} must be {kind}, got {','.join(values)!r}")
+  return out
+
+
+def known(flag: str, values, choices) -> None:
+  if unknown := [v for v in values if v not in choices]:
+    raise ConfigError(f"unknown {flag} {', '.join(unknown)}; choose from {', '.join(choices)}")
+
+
+def writable(path, flag: str = "--out") -> None:
+  """Fail before training, not after it, where ``path`` cannot be written."""
+  if path:
+    runner.check_writable(path, flag)

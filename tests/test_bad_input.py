@@ -1,0 +1,169 @@
+"""Every script refuses a bad command line in one clear line: non-zero exit, no traceback, at
+most one line on stderr besides absl's own flag-parsing lines, no output file left behind.
+
+One row a bad command line: (script, arguments, a piece of the expected message or None).
+``{out}`` in an argument is a path in a fresh temporary folder; the test checks that nothing was
+written there.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+M, R, S, P = ("experiments.mnist", "experiments.regression", "experiments.sweep",
+              "experiments.parity")
+C, B, PB = "experiments.check_kernels", "benchmarks.bench", "benchmarks.population_bench"
+K, F = "benchmarks.kernel_times", "benchmarks.floors"
+CASES = [
+    # experiments.mnist: unknown names, zero, negative, non-numeric, out of range
+    (M, ["--impl=cuda"], "unknown impl 'cuda'"),
+    (M, ["--model=resnet"], "unknown model 'resnet'"),
+    (M, ["--dataset=cifar"], "unknown dataset 'cifar'"),
+    (M, ["--epochs=0"], "epochs must be at least 1"),
+    (M, ["--epochs=-3"], "epochs must be at least 1"),
+    (M, ["--epochs=abc"], None),
+    (M, ["--batch_size=0"], "batch_size must be at least 1"),
+    (M, ["--lr=-1"], "lr must be a positive number"),
+    (M, ["--lr=0"], "lr must be a positive number"),
+    (M, ["--lr=nan"], "lr must be a positive number"),
+    (M, ["--lr=abc"], None),
+    (M, ["--optimizer=rmsprop"], "unknown optimizer 'rmsprop'"),
+    (M, ["--momentum=1.5"], "momentum must be in [0, 1)"),
+    (M, ["--hidden=0"], "hidden must list positive widths"),
+    (M, ["--hidden=abc"], "hidden must be comma-separated"),
+    (M, ["--hidden=256,,10"], "hidden must be comma-separated"),
+    (M, ["--precision=fp8"], "unknown precision 'fp8'"),
+    (M, ["--numpy_dtype=float16"], "numpy_dtype must be float32 or float64"),
+    (M, ["--dispatch=fast"], "dispatch must be scan or loop"),
+    (M, ["--unroll=0"], "unroll must be at least 1"),
+    (M, ["--sync_every=0"], "sync_every must be at least 1"),
+    (M, ["--devices=-1"], "devices must be at least 0"),
+    (M, ["--train_limit=0"], "train_limit must be at least 1"),
+    (M, ["--test_limit=-5"], "test_limit must be at least 1"),
+    (M, ["--impl=pallas", "--fusion=magic"], "fusion must be epoch, step or ops"),
+    (M, ["--impl=pallas", "--blocks=16,16"], "blocks must be 'auto' or three integers"),
+    (M, ["--impl=pallas", "--blocks=24,16,16"], "powers of two"),
+    (M, ["--impl=triton"], "--impl=triton needs"),
+    (M, ["--nosuchflag"], None),
+    # contradicting pairs, and settings that do not apply
+    (M, ["--model=cnn", "--hidden=512"], "--hidden applies to the mlp and the regression net"),
+    (M, ["--model=logreg", "--hidden=64"], "--hidden applies to the mlp and the regression net"),
+    (M, ["--optimizer=sgd", "--momentum=0.5"], "--momentum applies to --optimizer=momentum"),
+    (M, ["--momentum=0.5"], "--momentum applies to --optimizer=momentum"),
+    (M, ["--impl=xla", "--numpy_dtype=float64"], "--numpy_dtype applies to --impl=numpy"),
+    (M, ["--impl=numpy", "--precision=tf32"], "--precision applies to xla, pallas and triton"),
+    (M, ["--impl=xla", "--fusion=epoch"], "--fusion applies to --impl=pallas only"),
+    (M, ["--blocks=16,16,16"], "--blocks applies to --impl=pallas only"),
+    (M, ["--placement=streamed"], "need --dispatch=loop"),
+    (M, ["--sync=step"], "need --dispatch=loop"),
+    (M, ["--dispatch=loop", "--unroll=4"], "--unroll applies to --dispatch=scan"),
+    (M, ["--impl=numpy", "--data_parallel"], "--data_parallel needs --impl=xla or pallas"),
+    (M, ["--impl=numpy", "--dispatch=loop"], "the techniques apply to xla and pallas only"),
+    # stray arguments and outputs
+    (M, ["extra"], "unexpected arguments extra"),
+    (M, ["--data_dir=/nonexistent/jaxshallow"], "/nonexistent/jaxshallow"),
+    (M, ["--out=/proc/jaxshallow/x.json"], "cannot write --out"),
+    (M, ["--out={out}"], "is a directory"),
+    # experiments.regression
+    (R, ["--size=huge"], "unknown dataset 'huge'"),
+    (R, ["--bias=maybe"], None),
+    (R, ["--hidden=-5"], "hidden must list positive widths"),
+    (R, ["--size=small", "--batch_size=1000"], "larger than the training set"),
+    (R, ["--model=cnn"], "--model does not apply to experiments.regression"),
+    (R, ["--dataset=mnist"], "--dataset does not apply to experiments.regression"),
+    (R, ["--data_dir=/tmp"], "--data_dir applies to mnist and fashion"),
+    (R, ["--out={out}/sub/x.json", "--lr=-1"], "lr must be a positive number"),
+    # experiments.sweep
+    (S, ["--lrs=abc"], "lrs must be numbers"),
+    (S, ["--lrs=-0.1"], "lrs must be positive numbers"),
+    (S, ["--seeds=a-b"], "seeds must be like"),
+    (S, ["--seeds=1,1"], "seeds must be distinct"),
+    (S, ["--holdout=-1"], "holdout must be at least 0"),
+    (S, ["--population_chunk=-1"], "population_chunk must be at least 0"),
+    (S, ["--impl=triton"], "triton"),
+    (S, ["--data_parallel"], "--data_parallel splits the batch of one network"),
+    (S, ["--out={out}"], "is a directory"),
+    (S, ["--plot=/proc/jaxshallow/x.png"], "cannot write --plot"),
+    (S, ["stray"], "unexpected arguments stray"),
+    # experiments.parity
+    (P, ["--impls=xla"], "--impls takes two impls"),
+    (P, ["--impls=xla,nope"], "unknown impl 'nope'"),
+    (P, ["--reference=float32"], "--reference must be impl or float64"),
+    (P, ["--reference=float64", "--seeds=x"], "seeds must be"),
+    (P, ["--point=nope"], "unknown grid points 'nope'"),
+    (P, ["--tolerance=-1"], "tolerance must be positive"),
+    (P, ["--out=/proc/jaxshallow/x.json"], "cannot write --out"),
+    # experiments.check_kernels
+    (C, ["--only=nope"], "unknown --only group(s) nope"),
+    (C, ["--barrier_rounds=0"], "barrier_rounds must be at least 1"),
+    (C, ["stray"], "unexpected arguments stray"),
+    # benchmarks.bench
+    (B, ["--quick", "--workloads=nope"], "unknown --workloads nope"),
+    (B, ["--quick", "--impls=nope"], "unknown --impls nope"),
+    (B, ["--quick", "--torch_modes=nope"], "unknown --torch_modes nope"),
+    (B, ["--quick", "--repeats=0"], "repeats must be at least 1"),
+    (B, ["--quick", "--batch_sizes=abc"], "batch_sizes must be positive integers"),
+    (B, ["--quick", "--block_sweep=1,2"], "blocks must be 'auto' or three integers"),
+    (B, ["--quick", "--technique_names=nope"], "unknown --technique_names nope"),
+    (B, ["--quick", "--cnn_precisions=fp8"], "unknown --cnn_precisions fp8"),
+    (B, ["--grid", "--quick", "--points=nope"], "unknown grid points 'nope'"),
+    (B, ["--grid", "--quick", "--seeds=x"], "seeds must be"),
+    (B, ["--quick", "--out_dir=/proc/jaxshallow"], "cannot write"),
+    (B, ["--grid", "--merge=/nonexistent/grid.json"], "cannot read /nonexistent/grid.json"),
+    (B, ["stray"], "unexpected arguments stray"),
+    # benchmarks.population_bench
+    (PB, ["--sizes=0"], "sizes must be positive integers"),
+    (PB, ["--sizes=abc"], "sizes must be positive integers"),
+    (PB, ["--device_counts=0"], "device_counts must be positive integers"),
+    (PB, ["--impls=nope"], "unknown --impls nope"),
+    (PB, ["--dp_batch=-1"], "dp_batch must be at least 0"),
+    (PB, ["--model=cnn"], "the population bench measures the mlp and logreg models"),
+    (PB, ["--out=/proc/jaxshallow/x.json"], "cannot write --out"),
+    # benchmarks.kernel_times, benchmarks.floors
+    (K, ["--batch=0"], "batch must be at least 1"),
+    (K, ["--hidden=-1"], "hidden must be at least 1"),
+    (K, ["--calls=0"], "calls must be at least 1"),
+    (K, ["--triton_blocks=24,16,16"], "powers of two"),
+    (K, ["--precision=fp8"], None),
+    (F, ["--steps=0"], "steps must be at least 1"),
+    (F, ["--repeats=0"], "repeats must be at least 1"),
+    (F, ["stray"], "unexpected arguments stray"),
+    # the probes: Hopper only, refused in one line on the CPU whatever the flags
+    ("probes.cluster_exchange", ["--steps=3"], None),
+    ("probes.cluster_regression", ["--hidden=100"], None),
+    ("probes.warpgroup_costs", ["--repeats=0"], None),
+]
+ABSL = ("FATAL Flags parsing error", "Pass --helpshort or --helpfull")
+
+
+def test_the_table_covers_every_script():
+  scripts = {s for s, _, _ in CASES}
+  on_disk = {f"{d}.{f[:-3]}" for d in ("experiments", "benchmarks", "probes")
+             for f in os.listdir(ROOT / d) if f.endswith(".py") and not f.startswith("_")}
+  helpers = {"experiments.config_flags", "experiments.distributed_flags", "benchmarks.grid",
+             "benchmarks.torch_peer", "probes.hopper"}  # modules, not scripts
+  assert on_disk - helpers <= scripts, on_disk - helpers - scripts
+  assert len(CASES) >= 60
+
+
+@pytest.mark.parametrize("script,args,message", CASES,
+                         ids=[f"{s.split('.')[-1]}:{' '.join(a)}" for s, a, _ in CASES])
+def test_bad_command_line_is_one_clear_line(script, args, message, tmp_path):
+  out = tmp_path / "out"
+  out.mkdir()
+  args = [a.replace("{out}", str(out)) for a in args]
+  env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu",
+         "JAXSHALLOW_DATA_DIR": str(tmp_path / "no-data"), "XDG_CACHE_HOME": str(tmp_path)}
+  p = subprocess.run([sys.executable, "-m", script, *args], cwd=ROOT, env=env,
+                     capture_output=True, text=True, timeout=300)
+  assert p.returncode != 0, p.stdout[-2000:] + p.stderr[-2000:]
+  assert "Traceback" not in p.stderr, p.stderr[-3000:]
+  lines = [l for l in p.stderr.splitlines() if l.strip() and not l.startswith(ABSL)]
+  assert len(lines) <= 1, p.stderr
+  if message is not None:
+    assert message in p.stderr, p.stderr
+  assert not any(out.iterdir()), list(out.iterdir())  # Nothing written.
