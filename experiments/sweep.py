@@ -105,9 +105,9 @@ def main(argv):
   seeds, lrs = parse_seeds(_SEEDS.value), parse_lrs(_LRS.value)
   cli.at_least("holdout", _HOLDOUT.value, 0)
   cli.at_least("population_chunk", _CHUNK.value, 0)
-  model = config_flags.config_from_flags().model
-  holdout = 0 if model == "regression" else _HOLDOUT.value
-  cfg = config.resolve(config_flags.config_from_flags(holdout=holdout))
+  cfg = config_flags.config_from_flags()
+  holdout = 0 if cfg.model == "regression" else _HOLDOUT.value
+  cfg = config.resolve(dataclasses.replace(cfg, holdout=holdout))
   cli.writable(_OUT.value)
   cli.writable(_PLOT.value, "--plot")
   try:

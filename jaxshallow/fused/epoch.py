@@ -62,7 +62,7 @@ def optimizer_name(tx, fusion: str) -> str:
   return name
 
 
-def velocities_of(opt_state, params, name: str):
+def velocities_of(opt_state, name: str):
   """optax's momentum trace (``TraceState.trace``, a pytree like params), or None for plain
   SGD."""
   if name != "momentum":
@@ -115,7 +115,7 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
                              momentum=momentum, precision=precision,
                              max_programs=max_programs())
-  velocities = velocities_of(opt_state, params, name)
+  velocities = velocities_of(opt_state, name)
   y = labels.astype(jnp.int32) if model.loss == "xent" else labels
   interpret = common.interpret_default()
   params, velocities, losses, correct = mlp_epoch.train_epoch(

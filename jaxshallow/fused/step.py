@@ -94,7 +94,7 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   why = problem(model.name, name)
   if why:
     raise ValueError(f"fusion='step' cannot train this: {why}")
-  velocities = fused_epoch.velocities_of(opt_state, params, name)
+  velocities = fused_epoch.velocities_of(opt_state, name)
   interpret = common.interpret_default()
   if images.ndim == 3:
     images = images[..., None]
