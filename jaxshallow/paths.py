@@ -11,6 +11,8 @@ picks, among the paths that can, the one to take, and says why in one line. The 
             GPU one thread-block cluster where a cluster kernel takes the network
             (``cluster_mlp_mgpu``, ``cluster_epoch_mgpu``), else a grid of programs meeting at
             grid barriers (``mlp_epoch``)
+  xla       no Pallas kernel: the xla impl's step, where every Pallas path measured slower
+            than XLA on this network (``MEASURED``), so that the default is never slower
 
 and inside the op kernels, per layer: the dense layer's Hopper tiles (``ops.dense_mgpu``) for
 large batches, and the output layer fused with its loss (``ops.dense_xent``) where the classes
@@ -32,7 +34,7 @@ log = logging.getLogger("jaxshallow")
 
 
 class Path(NamedTuple):
-  fusion: str  # What train.train_epoch's ``fusion`` takes: "ops", "step" or "epoch".
+  fusion: str  # What train.train_epoch's ``fusion`` takes: "ops", "step", "epoch" or "xla".
   why: str  # One line: why this path (empty where it is the model's own default).
 
 
@@ -56,24 +58,28 @@ def default_fusion(model: str) -> str:
 # program in a pass (the MLP at batch 256 and 512, the regression net 32-256-1024-256-1), and
 # slower below it (docs/design/epoch_kernels.md).
 OPS_FASTER_ABOVE = 3.5e5
-# Where the breadth grid (benchmarks.grid, --alternatives) measured the other path faster than
-# the rule above: (widths, batch size, optimizer, precision) -> fusion. docs/bench/current.
+# Where the breadth grid (benchmarks.grid, --alternatives) measured another path faster than
+# the rule above: (widths, batch size, optimizer, precision) -> fusion; "xla" where every
+# Pallas path trained slower than xla (docs/bench/current).
 MEASURED = {
-    ((784, 1024, 10), 64, "sgd", "float32"): "epoch",
-    ((784, 256, 1024, 256, 10), 64, "sgd", "float32"): "epoch",
+    ((784, 1024, 10), 64, "sgd", "float32"): "xla",  # epoch 0.88x, ops 0.63x
+    ((784, 2048, 10), 64, "sgd", "float32"): "xla",  # ops 0.85x, epoch 0.55x
+    ((784, 256, 1024, 256, 10), 64, "sgd", "float32"): "xla",  # epoch 0.98x, ops 0.69x
+    ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "xla",  # epoch 0.70x, ops 0.42x
+    ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "xla",  # ops 0.37x, epoch 0.20x
 }
 
 
 def problem(cfg, fusion: str) -> str | None:
   """Why ``fusion`` cannot train ``cfg`` (one line), or None if it can."""
-  if fusion == "ops":
+  if fusion in ("ops", "xla"):
     return None
   if fusion == "epoch":
     why = fused_epoch.problem(cfg.model, widths(cfg)[-1], cfg.batch_size, cfg.optimizer)
   elif fusion == "step":
     why = fused_step.problem(cfg.model, cfg.optimizer)
   else:
-    raise ValueError(f"fusion must be ops, epoch or step, got {fusion!r}")
+    raise ValueError(f"fusion must be ops, epoch, step or xla, got {fusion!r}")
   if why is None and cfg.dispatch != "scan":
     why = f"--dispatch={cfg.dispatch} runs one step per call"
   if why is None and cfg.data_parallel:
@@ -88,14 +94,21 @@ def single(cfg) -> Path:
   where it can train it, else the op kernels with a one-line notice; by default (``fusion``
   None) the model's fused path where it can and where it measured faster."""
   wanted = cfg.fusion or default_fusion(cfg.model)
+  if cfg.fusion in ("ops", "xla"):
+    return Path(cfg.fusion, "")
+  measured = MEASURED.get((widths(cfg), cfg.batch_size, cfg.optimizer, cfg.precision))
+  if cfg.fusion is None and measured == "xla":
+    why = "every Pallas path trained this network slower than xla (docs/bench/current)"
+    log.warning("training with XLA's own fusions (--fusion=xla): %s; --fusion=ops or epoch "
+                "to use the Pallas kernels anyway", why)
+    return Path("xla", why)
   if wanted == "ops":
-    return Path("ops", "" if cfg.fusion else "the model has no fused path")
+    return Path("ops", "the model has no fused path")
   why = problem(cfg, wanted)
   if why:
     log.warning("--fusion=%s cannot train this (%s): using the op kernels (--fusion=ops)",
                 wanted, why)
     return Path("ops", f"the {wanted} kernels cannot train this: {why}")
-  measured = MEASURED.get((widths(cfg), cfg.batch_size, cfg.optimizer, cfg.precision))
   if cfg.fusion is None and measured:
     return Path(measured, "measured faster on this network (docs/bench/current)")
   if cfg.fusion is None and wanted == "epoch":
@@ -125,7 +138,8 @@ def describe(cfg) -> str:
                           head="mse" if cfg.model == "regression" else "xent", bias=cfg.bias,
                           optimizer=cfg.optimizer, precision=cfg.precision, dtype="float32")
     return "epoch kernel (grid)" if kernel == "grid" else "cluster kernel"
-  return {"step": "step kernels", "ops": "op kernels"}[cfg.fusion]
+  return {"step": "step kernels", "ops": "op kernels",
+          "xla": "xla (no Pallas kernel faster)"}[cfg.fusion]
 
 
 def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
@@ -182,8 +196,8 @@ def population(cfg, per_device: int) -> Path:
   population step kernels (``fusion="step"``) where they fit and from ``STEP_KERNELS_FROM``
   members a device, else the op kernels under vmap; ``--fusion=ops`` asks for the op kernels,
   ``--fusion=epoch`` (or ``step``) for the step kernels at any size."""
-  if cfg.fusion == "ops":
-    return Path("ops", "")
+  if cfg.fusion in ("ops", "xla"):
+    return Path(cfg.fusion, "")
   w = widths(cfg)
   why = ("--blocks sets the op kernels' block sizes" if cfg.blocks is not None else
          fused_population.problem(cfg.model, len(w) - 1, cfg.optimizer, cfg.batch_size, w[-1],

@@ -61,7 +61,10 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
            blocks=None, fusion: str = "ops"):
   """One epoch of every member: ``orders`` (members, n) and ``lrs`` (members,) are each
   member's own. Returns ``(params, opt_state, metrics)``, each metric one value per member.
-  ``fusion="step"``: the population step kernels (see the module's docstring)."""
+  ``fusion="step"``: the population step kernels (see the module's docstring); ``"xla"``: the
+  xla impl's ops whatever ``impl`` says."""
+  if fusion == "xla":
+    impl, fusion = "xla", "ops"
   if fusion == "step":
     why = (impl != "pallas" and "it is a Pallas kernel (impl='pallas')") or (
         fused_population.problem(model.name, len(params), optimizer, batch_size,
@@ -76,7 +79,7 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
                                                                     orders, lrs)
     return params, opt_state, metrics
   if fusion != "ops":
-    raise ValueError(f"fusion must be 'ops' or 'step', got {fusion!r}")
+    raise ValueError(f"fusion must be 'ops', 'step' or 'xla', got {fusion!r}")
 
   def one(p, s, order, lr):
     tx = train.optax_transform(optimizer, lr, momentum)

@@ -145,7 +145,8 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
   """One epoch over ``images[order]`` (resident on the device) as a single ``lax.scan``, or,
   with ``impl="pallas", fusion="epoch"``, as one Pallas kernel (``jaxshallow.fused.epoch``; the
   kernel ``paths.epoch_kernel`` picks), or with ``fusion="step"`` (the CNN) as a loop over
-  steps of Pallas kernels alone (``jaxshallow.fused.step``).
+  steps of Pallas kernels alone (``jaxshallow.fused.step``). ``fusion="xla"`` trains with the
+  xla impl's ops whatever ``impl`` says (the path pallas takes where no kernel is faster).
 
   Returns ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
   """
@@ -157,6 +158,8 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
     raise ValueError(f"batch_size must be between 1 and len(order) = {order.shape[0]}, got "
                      f"{batch_size}")
   steps = order.shape[0] // batch_size
+  if fusion == "xla":
+    impl, fusion = "xla", "ops"
   if fusion in ("epoch", "step"):
     if impl != "pallas":
       raise ValueError(f"fusion={fusion!r} runs Pallas kernels: it needs impl='pallas', got "
@@ -170,7 +173,7 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
         dtype=params[0]["w"].dtype)
     return fused_epoch.run(params, opt_state, images, labels, order, kernel=kernel, **kw)
   if fusion != "ops":
-    raise ValueError(f"fusion must be 'ops', 'epoch' or 'step', got {fusion!r}")
+    raise ValueError(f"fusion must be 'ops', 'epoch', 'step' or 'xla', got {fusion!r}")
   batches = order[:steps * batch_size].reshape(steps, batch_size)
 
   def body(carry, idx):

@@ -44,7 +44,7 @@ CASES = [
     (M, ["--devices=-1"], "devices must be at least 0"),
     (M, ["--train_limit=0"], "train_limit must be at least 1"),
     (M, ["--test_limit=-5"], "test_limit must be at least 1"),
-    (M, ["--impl=pallas", "--fusion=magic"], "fusion must be epoch, step or ops"),
+    (M, ["--impl=pallas", "--fusion=magic"], "fusion must be epoch, step, ops or xla"),
     (M, ["--impl=pallas", "--blocks=16,16"], "blocks must be 'auto' or three integers"),
     (M, ["--impl=pallas", "--blocks=24,16,16"], "powers of two"),
     (M, ["--impl=triton"], "--impl=triton needs"),

@@ -29,12 +29,24 @@ def test_default_fusion_is_the_faster_one(caplog):
 
 
 def test_measured_choices_come_before_the_rule(caplog):
-  """Where the grid measured the epoch kernel faster than the rule's op kernels (784-1024-10 at
-  batch 64), the measured path, with no notice; at batch 128 the rule again."""
-  assert pick(model="mlp", hidden=(1024,)) == "epoch"
-  assert pick(model="mlp", hidden=(256, 1024, 256)) == "epoch"
-  assert not caplog.records
+  """Where the grid measured every Pallas path slower than xla (784-1024-10 at batch 64), xla's
+  step, with a one-line notice; a path asked for is kept; at batch 128 the rule again."""
+  assert pick(model="mlp", hidden=(1024,)) == "xla"
+  assert len(caplog.records) == 1 and "--fusion=xla" in caplog.text
+  assert pick(model="mlp", hidden=(1024,), fusion="epoch") == "epoch"
+  assert pick(model="regression", dataset="large", hidden=(256, 256)) == "xla"
   assert pick(model="mlp", hidden=(1024,), batch_size=128) == "ops"
+
+
+def test_the_xla_path_is_the_xla_impl():
+  """pallas on its xla path trains exactly as --impl=xla: the same losses, bit for bit."""
+  from jaxshallow.run import runner
+  small = dict(model="regression", dataset="small", hidden=(8,), epochs=2, train_limit=512,
+               test_limit=64)
+  xla = runner.run(config.Config(impl="xla", **small), log=lambda _: None)
+  pallas = runner.run(config.Config(impl="pallas", fusion="xla", **small), log=lambda _: None)
+  assert pallas["path"] == "xla (no Pallas kernel faster)" and pallas["fusion"] == "xla"
+  assert pallas["epoch_loss"] == xla["epoch_loss"]
 
 
 def test_the_cnn_takes_the_step_kernels_by_default(caplog):

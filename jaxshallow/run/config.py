@@ -102,9 +102,10 @@ class Config:
   fusion: str | None = setting(None, "pallas: epoch (the whole epoch in one kernel; the default "
                                "for the MLP family; in a population, the population step "
                                "kernels), step (the cnn's default: a step of Pallas kernels "
-                               "alone, the optimizer in one of them) or ops (one step per scan "
-                               "iteration through the op kernels and optax); unset: "
-                               "jaxshallow.paths picks.")
+                               "alone, the optimizer in one of them), ops (one step per scan "
+                               "iteration through the op kernels and optax) or xla (no Pallas "
+                               "kernel: xla's step); unset: jaxshallow.paths picks, xla only "
+                               "where every Pallas path measured slower.")
   data_parallel: bool = setting(False, "Split each step's batch over the devices, gradients "
                                 "all-reduced (xla, pallas op kernels).")
   devices: int = setting(0, "Devices to use (0: all): for --data_parallel, and for the "
@@ -175,8 +176,8 @@ def validate(cfg: Config) -> None:
                                cfg.sync_every) == ("scan", "resident", "epoch", 1, True, 1),
        "the techniques apply to xla and pallas only"),
       (cfg.blocks is None or cfg.impl == "pallas", "--blocks applies to --impl=pallas only"),
-      (cfg.fusion in (None, "epoch", "step", "ops"),
-       f"fusion must be epoch, step or ops, got {cfg.fusion!r}"),
+      (cfg.fusion in (None, "epoch", "step", "ops", "xla"),
+       f"fusion must be epoch, step, ops or xla, got {cfg.fusion!r}"),
       (cfg.fusion is None or cfg.impl == "pallas", "--fusion applies to --impl=pallas only"),
       (cfg.devices >= 0, f"devices must be at least 0 (0: all), got {cfg.devices}"),
       (not cfg.data_parallel or (cfg.impl in ("xla", "pallas") and cfg.dispatch == "scan"),
