@@ -217,6 +217,10 @@ def eval_batch(params, images, labels, *, impl: str = "xla", precision: str = "f
   return loss * labels.shape[0], correct
 
 
+# Compiled once per chunk shape; the trainers compile it ahead through ``compile_cache``.
+eval_batch_jit = jax.jit(eval_batch, static_argnames=("impl", "precision", "model", "blocks"))
+
+
 def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",
              model=models.MLP, blocks=None, batch_size: int = 2000):
   """Mean loss (and accuracy, for classifiers) over a whole data set, in chunks."""

@@ -14,3 +14,8 @@ def real_data_dir():
   if not d or not (pathlib.Path(d) / "mnist").is_dir():
     pytest.skip("JAXSHALLOW_DATA_DIR does not hold mnist/")
   return pathlib.Path(d)
+
+
+# The tests never write the user's compilation cache; tests/test_compile_cache.py turns it on
+# in a temporary folder.
+os.environ["JAXSHALLOW_COMPILATION_CACHE"] = "off"

@@ -49,6 +49,10 @@ CASES = [
     (M, ["--impl=pallas", "--blocks=24,16,16"], "powers of two"),
     (M, ["--impl=triton"], "--impl=triton needs"),
     (M, ["--nosuchflag"], None),
+    (M, ["--compilation_cache=/dev/null"], "--compilation_cache /dev/null: cannot write there"),
+    ("benchmarks.end_to_end", ["--workloads=resnet"], "unknown --workloads resnet"),
+    ("benchmarks.end_to_end", ["--impls=cuda"], "unknown --impls cuda"),
+    ("benchmarks.end_to_end", ["--epochs=0"], "--epochs must be at least 1"),
     # contradicting pairs, and settings that do not apply
     (M, ["--model=cnn", "--hidden=512"], "--hidden applies to the mlp and the regression net"),
     (M, ["--model=logreg", "--hidden=64"], "--hidden applies to the mlp and the regression net"),

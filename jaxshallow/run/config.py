@@ -110,6 +110,9 @@ class Config:
                                 "all-reduced (xla, pallas op kernels).")
   devices: int = setting(0, "Devices to use (0: all): for --data_parallel, and for the "
                          "population of experiments.sweep.")
+  compilation_cache: str | None = setting(None, "Folder kept between runs with the compiled "
+                                         "epochs (default: $JAXSHALLOW_COMPILATION_CACHE, else "
+                                         "the user cache's jaxshallow/compiled); off: none.")
   # The settings the user gave on the command line (``experiments.config_flags``): each one is
   # refused where it does not apply (``setting``'s ``applies``), never silently ignored.
   given: tuple[str, ...] = setting((), "Settings given explicitly.", flag=False)
@@ -134,7 +137,7 @@ def _datasets(model: str):
 
 
 def validate(cfg: Config) -> None:
-  from jaxshallow import ops, train  # Keep the module import light.
+  from jaxshallow import compile_cache, ops, train  # Keep the module import light.
   positive = lambda v: v is None or v >= 1
   checks = [
       (cfg.impl in ops.IMPLS, f"unknown impl {cfg.impl!r}; choose one of {', '.join(ops.IMPLS)}"),
@@ -197,6 +200,8 @@ def validate(cfg: Config) -> None:
     import triton_kernels
     if why := triton_kernels.unavailable():
       raise ConfigError(f"--impl=triton needs {why}")
+  if why := compile_cache.problem(cfg.compilation_cache):
+    raise ConfigError(why)
   if cfg.blocks is not None:
     try:
       ops.parse_blocks(cfg.blocks)

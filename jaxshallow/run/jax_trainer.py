@@ -3,15 +3,25 @@ epoch."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxshallow import data as data_lib, models, train
+from jaxshallow import compile_cache, data as data_lib, models, paths, train
 from jaxshallow.run.config import Config, ConfigError
 from jaxshallow.run.trainer_base import TrainerState, layer_sizes
+
+
+# Settings that reach the compiled epoch only as argument values (the data, the order, the
+# initial weights) or not at all: runs that differ only in them share its cache entry.
+NOT_IN_PROGRAM = {"seed", "epochs", "data_dir", "dataset", "train_limit", "test_limit",
+                  "holdout", "sync_every", "overlap", "given", "compilation_cache", "devices",
+                  "numpy_dtype"}
+# Examples a chunk of the evaluation.
+EVAL_BATCH = 2000
 
 
 class JaxTrainer(TrainerState):
@@ -37,7 +47,7 @@ class JaxTrainer(TrainerState):
       self.orders = [[o[s * bs:(s + 1) * bs] for s in range(steps)] for o in orders]
     self.static = dict(impl=cfg.impl, precision=cfg.precision, model=models.BY_NAME[cfg.model],
                        blocks=cfg.blocks)
-    self.fn, self.tune_time_s = None, 0.0
+    self.fn, self.tune_time_s, self.eval_fns = None, 0.0, {}
 
   def _autotune(self):
     """Tune the Pallas dense kernels for this model's shapes before the first trace."""
@@ -59,9 +69,13 @@ class JaxTrainer(TrainerState):
           batch_size=self.cfg.batch_size, the_mesh=self.mesh, **self.static).compile()
     elif self.cfg.dispatch == "scan":
       epoch = train.train_epoch if self.cfg.donate else train.train_epoch_no_donate
-      self.fn = epoch.lower(self.params, self.opt_state, *self.data["train"], self.orders[0],
-                            tx=self.tx, batch_size=self.cfg.batch_size, unroll=self.cfg.unroll,
-                            fusion=self.cfg.fusion or "ops", **self.static).compile()
+      self.fn = compile_cache.compile(
+          epoch, (self.params, self.opt_state, *self.data["train"], self.orders[0]),
+          dict(tx=self.tx, batch_size=self.cfg.batch_size, unroll=self.cfg.unroll,
+               fusion=self.cfg.fusion or "ops", **self.static),
+          donate=(0, 1) if self.cfg.donate else (), settings=self._settings("epoch"),
+          what=f"the {self.cfg.impl} epoch" + (f" on the {paths.describe(self.cfg)}"
+                                               if self.cfg.impl == "pallas" else ""))
     else:
       streamed = self.cfg.placement == "streamed"
       step = train.jit_step(train.step_on_batch if streamed else train.step_on_indices,
@@ -71,6 +85,16 @@ class JaxTrainer(TrainerState):
       self.fn = step.lower(self.params, self.opt_state, *example, tx=self.tx,
                            **self.static).compile()
     return time.perf_counter() - t0
+
+  def _settings(self, program: str) -> str | None:
+    """What, beside the arguments' shapes and the source, makes this trainer's ``program``:
+    every setting but those that only reach it as argument values or not at all (the cache
+    key of ``compile_cache``). None (key by the traced program) with autotuned blocks, whose
+    values come from the autotuner's own cache."""
+    if self.cfg.blocks == "auto":
+      return None
+    kept = {k: v for k, v in dataclasses.asdict(self.cfg).items() if k not in NOT_IN_PROGRAM}
+    return f"{program} {sorted(kept.items())}"
 
   def memory_bytes(self) -> int | None:
     """Device memory of the compiled function: arguments + outputs + temporaries - aliased."""
@@ -116,7 +140,19 @@ class JaxTrainer(TrainerState):
     return jnp.mean(jnp.stack(losses))
 
   def evaluate(self, split: str = "test") -> dict:
-    return train.evaluate(self.params, *self.data[split], **self.static)
+    """Mean loss (and accuracy) over ``split``, in chunks of ``EVAL_BATCH`` examples, each
+    chunk's shape compiled once (through the compilation cache, as the epoch)."""
+    if self.mesh is not None:
+      return train.evaluate(self.params, *self.data[split], **self.static)
+
+    def chunk(x, y):
+      if x.shape not in self.eval_fns:
+        self.eval_fns[x.shape] = compile_cache.compile(
+            train.eval_batch_jit, (self.params, x, y), self.static, what="the evaluation",
+            settings=self._settings("evaluation"))
+      return self.eval_fns[x.shape](self.params, x, y)
+    return train.evaluate_in_chunks(chunk, *self.data[split], model=self.static["model"],
+                                    batch_size=EVAL_BATCH)
 
   def get_params(self):
     return jax.tree.map(np.asarray, self.params)

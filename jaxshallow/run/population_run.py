@@ -19,7 +19,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from jaxshallow import models, paths, population as pop
+from jaxshallow import compile_cache, models, paths, population as pop
 from jaxshallow.devices import placement
 from jaxshallow.run.config import Config, ConfigError, resolve
 from jaxshallow.run.runner import device_info, load_data
@@ -51,6 +51,7 @@ def _population_cfg(cfg: Config, per_device: int = paths.STEP_KERNELS_FROM) -> C
 def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] = print) -> dict:
   """Train every (seed, lr) of the grid; ``cfg.devices`` (0: all) share each chunk of ``chunk``
   members (0: the whole grid at once). Returns the result dict that ``--out`` writes."""
+  compile_cache.enable(cfg.compilation_cache)  # XLA's cache; a sharded epoch is not exported.
   grid = members(seeds, lrs)
   the_mesh = placement.mesh(placement.pick_devices(cfg.devices), pop.AXIS)
   n_dev = the_mesh.size

@@ -9,7 +9,7 @@ check use.
 
 from __future__ import annotations
 
-from jaxshallow import data as data_lib, models, paths, train
+from jaxshallow import compile_cache, data as data_lib, models, paths, train
 from jaxshallow.run.config import Config
 from jaxshallow.run.jax_trainer import JaxTrainer
 from jaxshallow.run.numpy_trainer import NumpyTrainer
@@ -19,7 +19,10 @@ from jaxshallow.run.trainer_base import init_params, layer_sizes  # noqa: F401 (
 def make_trainer(cfg: Config, ds: data_lib.Dataset, params=None):
   """The trainer of ``cfg.impl``, holding the model state; ``cfg`` must be resolved
   (``config.resolve``); pallas trains on the path ``paths`` picks where ``cfg.fusion`` is None.
-  ``params`` (host or device arrays) default to ``init_params(cfg, ds)``."""
+  ``params`` (host or device arrays) default to ``init_params(cfg, ds)``. Switches the
+  compilation cache on as ``cfg.compilation_cache`` says (``compile_cache``)."""
+  if cfg.impl != "numpy":
+    compile_cache.enable(cfg.compilation_cache)
   if params is None:
     params = init_params(cfg, ds)
   if models.BY_NAME[cfg.model].loss == "xent":  # Once per data set, on the host.

@@ -1,0 +1,93 @@
+"""jaxshallow.compile_cache: a second run in a fresh process compiles from the cache, the same
+losses; off means nothing is kept; the user's own JAX cache is left alone."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from jaxshallow import compile_cache
+from jaxshallow.run import config, runner
+
+from conftest import ROOT
+
+
+def _run(tmp_path, name, *flags, env_cache=None):
+  """experiments.regression (the pallas epoch kernel, interpret mode on the CPU) in a fresh
+  process; returns its result JSON."""
+  out = tmp_path / f"{name}.json"
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  env.pop("JAXSHALLOW_COMPILATION_CACHE")
+  if env_cache:
+    env["JAXSHALLOW_COMPILATION_CACHE"] = env_cache
+  subprocess.run([sys.executable, "-m", "experiments.regression", "--impl=pallas", "--epochs=2",
+                  f"--out={out}", *flags], cwd=ROOT, env=env, check=True, capture_output=True)
+  return json.loads(out.read_text())
+
+
+def test_a_second_run_compiles_from_the_cache(tmp_path):
+  cache = tmp_path / "cache"
+  first = _run(tmp_path, "first", f"--compilation_cache={cache}")
+  kept = sorted((cache / "lowered").iterdir())
+  second = _run(tmp_path, "second", env_cache=str(cache))  # The environment names it too.
+  assert second["epoch_loss"] == first["epoch_loss"]
+  assert kept and sorted((cache / "lowered").iterdir()) == kept  # Nothing new: all read back.
+  assert any((cache / "xla").iterdir())
+  assert second["compile_time_s"] * 2 <= first["compile_time_s"], (first["compile_time_s"],
+                                                                   second["compile_time_s"])
+
+
+def test_off_keeps_nothing(tmp_path):
+  cache = tmp_path / "cache"
+  _run(tmp_path, "a", "--compilation_cache=off", env_cache=str(cache))
+  _run(tmp_path, "b", env_cache="off")
+  assert not cache.exists()
+
+
+@pytest.fixture
+def restore_jax_cache():
+  saved = jax.config.jax_compilation_cache_dir
+  yield
+  compile_cache.enable("off")
+  jax.config.update("jax_compilation_cache_dir", saved)
+
+
+def test_other_settings_miss_the_cache(tmp_path, restore_jax_cache):
+  """Another learning rate is another program: new entries, not the first one's losses; another
+  seed is the same program: no new entry."""
+  small = dict(impl="xla", model="regression", dataset="small", hidden=(8,), epochs=2,
+               compilation_cache=str(tmp_path))
+  entries = lambda: len(list((tmp_path / "lowered").iterdir()))
+  a = runner.run(config.Config(lr=0.002, **small), log=lambda _: None)
+  n = entries()
+  b = runner.run(config.Config(lr=0.004, **small), log=lambda _: None)
+  assert entries() > n
+  n = entries()
+  again = runner.run(config.Config(lr=0.002, **small), log=lambda _: None)
+  runner.run(config.Config(lr=0.002, seed=1, **small), log=lambda _: None)
+  assert entries() == n
+  assert a["epoch_loss"] != b["epoch_loss"] and again["epoch_loss"] == a["epoch_loss"]
+
+
+def test_the_users_own_jax_cache_is_left_alone(tmp_path, restore_jax_cache):
+  jax.config.update("jax_compilation_cache_dir", str(tmp_path / "theirs"))
+  assert compile_cache.enable(str(tmp_path / "ours")) == tmp_path / "ours"
+  assert jax.config.jax_compilation_cache_dir == str(tmp_path / "theirs")
+
+
+def test_an_unwritable_folder_is_one_line(tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  with pytest.raises(config.ConfigError, match="--compilation_cache .*cannot write there"):
+    config.resolve(config.Config(compilation_cache=str(blocker)))
+
+
+def test_a_long_compilation_says_so(tmp_path, restore_jax_cache, monkeypatch, caplog):
+  monkeypatch.setattr(compile_cache, "NOTICE_AFTER_S", 0.0)
+  small = dict(impl="xla", model="regression", dataset="small", hidden=(8,), epochs=1)
+  runner.run(config.Config(compilation_cache=str(tmp_path), **small), log=lambda _: None)
+  assert f"compiling the xla epoch (a first run of this network; kept in {tmp_path}" in \
+      caplog.text
