@@ -33,8 +33,8 @@ import sys
 import numpy as np
 from absl import flags
 
-from benchmarks import grid, torch_peer
-from jaxshallow import ops, paths
+from benchmarks import end_to_end, grid, torch_peer
+from jaxshallow import compile_cache, ops, paths
 from jaxshallow.run import cli, config, runner, trainers
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression"],
@@ -68,6 +68,9 @@ _QUICK = flags.DEFINE_bool("quick", False, "Tiny configurations: a structural ch
 _OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where RESULTS.md, JSON, CSV and plots go.")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Folder with the MNIST files.")
 _PLOTS = flags.DEFINE_bool("plots", True, "Draw PNG plots (needs matplotlib, the plots extra).")
+_END_TO_END = flags.DEFINE_bool("end_to_end", False, "Also time fresh processes of the training "
+                                "script, cold and warm, for the workloads' xla and pallas "
+                                "reference rows (benchmarks.end_to_end).")
 _GRID = flags.DEFINE_bool("grid", False, "Run the breadth grid (benchmarks.grid) instead.")
 _POINTS = flags.DEFINE_list("points", [], "With --grid: only these points (all if empty).")
 _SEEDS = flags.DEFINE_list("seeds", ["0"], "With --grid: the accuracy is the mean over these "
@@ -386,6 +389,9 @@ def write_outputs(results, info, out_dir: pathlib.Path, notes: list[str]) -> lis
     if any(r["group"] == group for r in results):
       md += [f"## {title}\n"] + ([training_line(results) + "\n"] if group == "workloads" else [])
       md += [table(results, group) + "\n"]
+  if info.get("end_to_end"):
+    md += ["## Time to a trained network (fresh processes, cold and warm)\n",
+           end_to_end.table(info["end_to_end"]) + "\n"]
   md += [f"![{p}]({p})\n" for p in plots]
   md += [f"- {n}\n" for n in notes]
   tmp = out_dir / ".RESULTS.md.tmp"
@@ -587,6 +593,8 @@ def main(argv):
   if _MERGE.value:
     return merge_grids(_MERGE.value)
   seeds = check_flags()
+  # The tables' compile times are cold; --end_to_end measures the compilation cache.
+  os.environ.setdefault(compile_cache.ENV_VAR, "off")
   notes, impls = [], [] if _GRID.value else list(_IMPLS.value)
   try:
     if "torch" in impls and (why := torch_peer.available()):
@@ -626,7 +634,13 @@ def main(argv):
     print(f"wrote {out_dir / 'GRID.md'}, grid.json")
   else:
     add_speedups(results)
-    write_outputs(results, meta(), out_dir, notes)
+    info = meta()
+    if _END_TO_END.value:
+      extra = [f"--data_dir={_DATA_DIR.value}"] if _DATA_DIR.value else []
+      info["end_to_end"] = [end_to_end.measure(w, impl, extra) for w in _WORKLOADS.value
+                            if w in ("mlp", "cnn", "logreg")
+                            for impl in ("xla", "pallas") if impl in impls]
+    write_outputs(results, info, out_dir, notes)
     print(table(results, "workloads"))
     print(f"wrote {out_dir / 'RESULTS.md'}, results.json, results.csv")
   diverged = [r for r in results if r["diverged"]]
