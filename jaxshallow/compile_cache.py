@@ -3,9 +3,10 @@
 Two caches in one folder: JAX's persistent compilation cache (``xla/``: XLA's executables), and
 the lowered epoch kept as a ``jax.export`` artifact (``lowered/``). The second is what the
 Pallas kernels need: JAX consults its cache only after lowering, and lowering a Mosaic GPU
-kernel (its layout inference) is most of its compile time. An artifact is keyed by the traced
-program's text and constants, the jax and jaxlib versions and the device, so any change to the
-kernels, the network or the settings misses the cache instead of running stale code.
+kernel (its layout inference) is most of its compile time. An artifact is keyed by the jax,
+jaxlib and optax versions, the device, the arguments' shapes, the run's settings and the
+project's source (or the traced program), so any change to the kernels, the network or the
+settings misses the cache instead of running stale code.
 
 The folder: ``--compilation_cache``, else ``$JAXSHALLOW_COMPILATION_CACHE``, else the user cache
 beside the data (``$XDG_CACHE_HOME/jaxshallow/compiled``); ``off`` switches both off. Where the
@@ -27,6 +28,7 @@ from typing import Callable
 import jax
 import jaxlib
 import numpy as np
+import optax
 
 from jaxshallow import data as data_lib
 
@@ -139,7 +141,8 @@ class _Compiled:
 
 def _key(parts) -> str:
   h = hashlib.sha256()
-  for part in (jax.__version__, jaxlib.version.__version__, jax.devices()[0].device_kind,
+  for part in (jax.__version__, jaxlib.version.__version__, optax.__version__,
+               jax.devices()[0].device_kind,
                str(jax.config.jax_enable_x64), str(jax.config.jax_default_matmul_precision),
                *parts):
     h.update(part.encode())
