@@ -9,8 +9,11 @@ epoch trains them all: ``jax.vmap`` over the members of the single-network epoch
 ``fusion="step"`` (pallas): one-hidden-layer classifiers trained by plain SGD take a step in two
 kernels instead (``jaxshallow.fused.population``).
 
-Across devices, the member axis is sharded over a one-axis ``Mesh`` ("members"): XLA's SPMD
-partitioner gives each device its members, and no data moves between devices while they train.
+Across devices, the member axis is sharded over a one-axis ``Mesh`` ("members"), and
+``sharded_epoch`` runs the epoch under ``jax.shard_map``: each device trains its own members
+with the same program, and no data moves between devices while they train. (Left to XLA's SPMD
+partitioner, a Pallas kernel, a custom call it cannot split, would be run whole on every device
+with the members gathered to it, and its results come back replicated.)
 The same code runs on one device, several, or the devices of several processes
 (``jaxshallow.devices.placement``, ``jaxshallow.devices.distributed``).
 """
@@ -22,6 +25,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 from jaxshallow import models, train
 from jaxshallow.devices.placement import gather
@@ -93,16 +97,38 @@ _STATIC = ("optimizer", "momentum", "batch_size", "impl", "precision", "model", 
 train_epoch = jax.jit(_epoch, static_argnames=_STATIC, donate_argnums=(0, 1))
 
 
-@functools.partial(jax.jit, static_argnames=("impl", "precision", "model", "blocks"))
+def sharded_epoch(the_mesh, **static):
+  """``train_epoch`` with ``static`` fixed, each device of ``the_mesh`` training its slice of the
+  members (params, optimizer state, orders and learning rates split on their leading axis, the
+  data replicated): ``fn(params, opt_state, images, labels, orders, lrs)``."""
+  members, whole = P(the_mesh.axis_names[0]), P()
+  body = jax.shard_map(functools.partial(_epoch, **static), mesh=the_mesh,
+                       in_specs=(members, members, whole, whole, members, members),
+                       out_specs=members, check_vma=False)
+  return jax.jit(body, donate_argnums=(0, 1))
+
+
 def _eval_batch(params, images, labels, **static):
   """``train.eval_batch`` of every member: summed losses and correct counts, one per member."""
   return jax.vmap(lambda p: train.eval_batch(p, images, labels, **static))(params)
 
 
+@functools.lru_cache(maxsize=None)
+def _eval_fn(the_mesh, **static):
+  """``_eval_batch`` compiled with ``static``; over ``the_mesh`` each device its members."""
+  fn = functools.partial(_eval_batch, **static)
+  if the_mesh is not None:
+    members, whole = P(the_mesh.axis_names[0]), P()
+    fn = jax.shard_map(fn, mesh=the_mesh, in_specs=(members, whole, whole), out_specs=members,
+                       check_vma=False)
+  return jax.jit(fn)
+
+
 def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",
-             model=models.MLP, blocks=None, batch_size: int = 2000) -> dict:
-  """Each member's mean loss (and accuracy, for classifiers), as host arrays."""
+             model=models.MLP, blocks=None, batch_size: int = 2000, the_mesh=None) -> dict:
+  """Each member's mean loss (and accuracy, for classifiers), as host arrays; ``the_mesh``:
+  the mesh ``params`` are sharded over (their members), if any."""
+  fn = _eval_fn(the_mesh, impl=impl, precision=precision, model=model, blocks=blocks)
   return train.evaluate_in_chunks(
-      lambda x, y: _eval_batch(params, x, y, impl=impl, precision=precision, model=model,
-                               blocks=blocks),
+      lambda x, y: fn(params, x, y),
       images, labels, model=model, batch_size=batch_size, to_host=gather)

@@ -132,6 +132,23 @@ def test_sweep_population_over_devices_matches_one_device(tmp_path):
   assert abs(four[(0, 0.02)] / single["final_mse"] - 1) < 1e-5
 
 
+@pytest.mark.parametrize("fusion,path", [("ops", "ops"), ("epoch", "step")])
+def test_pallas_population_over_devices_matches_one_device(tmp_path, real_data_dir, fusion, path):
+  """Each pallas path (interpret mode) with the members over 2 devices, each device training
+  its own under shard_map: the losses and scores of one device."""
+  args = ["-m", "experiments.sweep", "--impl=pallas", f"--fusion={fusion}", "--model=mlp",
+          "--hidden=32", "--train_limit=2048", "--holdout=512", "--epochs=1", "--seeds=0-3",
+          "--lrs=0.1", f"--data_dir={real_data_dir}"]
+  _run(args + [f"--out={tmp_path}/one.json", "--devices=1"], devices=2)
+  _run(args + [f"--out={tmp_path}/two.json"], devices=2)
+  one, two = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two"))
+  assert two["devices"] == 2 and two["fusion"] == path and one["fusion"] == path
+  for a, b in zip(one["members"], two["members"]):
+    assert (a["seed"], a["lr"]) == (b["seed"], b["lr"])
+    assert np.allclose(a["epoch_loss"], b["epoch_loss"], rtol=1e-5)
+    assert abs(a["test_loss"] / b["test_loss"] - 1) < 1e-5
+
+
 def test_data_parallel_float64_matches_one_device():
   code = """
 import jax, jax.numpy as jnp, numpy as np

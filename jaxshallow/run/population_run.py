@@ -96,7 +96,8 @@ def _train_chunk(cfg, ds, data, grid, the_mesh, static, label, log):
   kw = dict(optimizer=cfg.optimizer, momentum=cfg.momentum, batch_size=cfg.batch_size,
             fusion=cfg.fusion or "ops", **static)
   t0 = time.perf_counter()
-  fn = pop.train_epoch.lower(params, opt_state, *data["train"], orders[0], lrs, **kw).compile()
+  fn = pop.sharded_epoch(the_mesh, **kw).lower(params, opt_state, *data["train"], orders[0],
+                                               lrs).compile()
   compile_s = time.perf_counter() - t0
   losses, epoch_s = [], []
   for e in range(cfg.epochs):
@@ -110,8 +111,9 @@ def _train_chunk(cfg, ds, data, grid, the_mesh, static, label, log):
         f"{np.mean(loss[ok]) if ok.any() else math.nan:.5f}  ({int((~ok).sum())} diverged)  "
         f"time {epoch_s[-1]:.3f}s")
   losses = np.stack(losses, axis=1)  # (members, epochs)
-  test = pop.evaluate(params, *data["test"], **static)
-  train = pop.evaluate(params, *data["train"], **static) if cfg.model == "regression" else None
+  test = pop.evaluate(params, *data["test"], the_mesh=the_mesh, **static)
+  train = (pop.evaluate(params, *data["train"], the_mesh=the_mesh, **static)
+           if cfg.model == "regression" else None)
   records = []
   for i, (seed, lr) in enumerate(grid):
     rec = {"seed": seed, "lr": lr, "epoch_loss": losses[i].tolist()}
