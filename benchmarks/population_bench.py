@@ -92,7 +92,7 @@ def plot(rows, path):
   ax.set_yscale("log")
   ax.set_xlabel("population size (networks trained at once)")
   ax.set_ylabel("network-epochs per second")
-  ax.set_title(f"MLP 784-256-10, batch 64: {jax.devices()[0].device_kind}")
+  ax.set_title(f"networks trained at once: {jax.devices()[0].device_kind}")
   ax.legend()
   fig.tight_layout()
   fig.savefig(path, dpi=120)
@@ -109,8 +109,8 @@ def main(argv):
   cli.known("--impls", _IMPLS.value, IMPLS)
   cli.at_least("dp_batch", _DP_BATCH.value, 0)
   base = config.resolve(config_flags.config_from_flags())
-  if base.model not in ("mlp", "logreg"):
-    raise config.ConfigError("the population bench measures the mlp and logreg models")
+  if base.model not in ("mlp", "logreg", "cnn"):
+    raise config.ConfigError("the population bench measures the mlp, logreg and cnn models")
   cli.writable(_OUT.value)
   cli.writable(_PLOT.value, "--plot")
   try:

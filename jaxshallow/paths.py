@@ -194,10 +194,19 @@ STEP_KERNELS_FROM = 32
 def population(cfg, per_device: int) -> Path:
   """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: the
   population step kernels (``fusion="step"``) where they fit and from ``STEP_KERNELS_FROM``
-  members a device, else the op kernels under vmap; ``--fusion=ops`` asks for the op kernels,
+  members a device (the CNN: its own step kernels under vmap, where they can train it), else
+  the op kernels under vmap; ``--fusion=ops`` asks for the op kernels,
   ``--fusion=epoch`` (or ``step``) for the step kernels at any size."""
   if cfg.fusion in ("ops", "xla"):
     return Path(cfg.fusion, "")
+  if cfg.model == "cnn":  # The CNN's own step kernels under vmap, at any size.
+    why = ("--blocks sets the op kernels' block sizes" if cfg.blocks is not None else
+           fused_step.problem(cfg.model, cfg.optimizer))
+    if why:
+      log.warning("a population of this network runs the Pallas op kernels under vmap (the "
+                  "CNN's step kernels need what is missing here: %s)", why)
+      return Path("ops", why)
+    return Path("step", "")
   w = widths(cfg)
   why = ("--blocks sets the op kernels' block sizes" if cfg.blocks is not None else
          fused_population.problem(cfg.model, len(w) - 1, cfg.optimizer, cfg.batch_size, w[-1],

@@ -65,10 +65,17 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
            blocks=None, fusion: str = "ops"):
   """One epoch of every member: ``orders`` (members, n) and ``lrs`` (members,) are each
   member's own. Returns ``(params, opt_state, metrics)``, each metric one value per member.
-  ``fusion="step"``: the population step kernels (see the module's docstring); ``"xla"``: the
-  xla impl's ops whatever ``impl`` says."""
+  ``fusion="step"``: the population step kernels (see the module's docstring), for the CNN its
+  own step kernels under ``vmap``; ``"xla"``: the xla impl's ops whatever ``impl`` says."""
   if fusion == "xla":
     impl, fusion = "xla", "ops"
+  if fusion == "step" and model.name == "cnn":
+    def one_cnn(p, s, order, lr):  # The step kernels read lr from tx: each member's own.
+      tx = train.optax_transform(optimizer, lr, momentum)
+      tx = train.Optimizer(tx.init, tx.update, optimizer, lr, momentum)
+      return train._epoch(p, s, images, labels, order, tx=tx, batch_size=batch_size,
+                          impl=impl, precision=precision, model=model, fusion="step")
+    return jax.vmap(one_cnn)(params, opt_state, orders, lrs)
   if fusion == "step":
     why = (impl != "pallas" and "it is a Pallas kernel (impl='pallas')") or (
         fused_population.problem(model.name, len(params), optimizer, batch_size,

@@ -88,6 +88,16 @@ def test_a_pallas_population_picks_the_step_kernels_where_they_fit(over, per_dev
   assert (notice in said) if notice else ("population" not in said)
 
 
+@pytest.mark.parametrize("over,fusion,notice", [
+    ({}, "step", None), ({"optimizer": "sgd"}, "step", None), ({"fusion": "ops"}, "ops", None),
+    ({"optimizer": "adam", "lr": 1e-3}, "ops", "CNN's step kernels need")])
+def test_a_cnn_population_takes_its_step_kernels(over, fusion, notice, caplog):
+  cfg = config.Config(impl="pallas", model="cnn", **over)
+  with caplog.at_level(logging.WARNING, logger="jaxshallow"):
+    assert population_run._population_cfg(cfg, 4).fusion == fusion
+  assert (notice in caplog.text) if notice else not caplog.records
+
+
 def test_xla_population_has_no_fusion():
   assert population_run._population_cfg(config.Config(impl="xla")).fusion is None
 
