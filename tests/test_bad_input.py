@@ -125,7 +125,7 @@ CASES = [
     (PB, ["--device_counts=0"], "device_counts must be positive integers"),
     (PB, ["--impls=nope"], "unknown --impls nope"),
     (PB, ["--dp_batch=-1"], "dp_batch must be at least 0"),
-    (PB, ["--model=cnn"], "the population bench measures the mlp and logreg models"),
+    (PB, ["--model=regression", "--dataset=small"], "the population bench measures the mlp, logreg and cnn models"),
     (PB, ["--out=/proc/jaxshallow/x.json"], "cannot write --out"),
     # benchmarks.kernel_times, benchmarks.floors
     (K, ["--batch=0"], "batch must be at least 1"),
