@@ -94,21 +94,23 @@ def enable(setting: str | None = None) -> pathlib.Path | None:
 
 
 def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
-            what: str = "the training epoch", settings: str | None = None) -> Callable:
+            what: str = "the training epoch", settings: str | None = None,
+            exportable: bool = True) -> Callable:
   """``jitted.lower(*args, **static).compile()``, through the lowered cache where it is on.
   Returns a function of ``args``' pytrees. ``donate``: positions in ``args`` whose buffers the
   call may reuse (as ``jitted`` donates them). ``settings``: a text that fixes ``static``
   whole (the run's settings); the key is then that text, the arguments' shapes and the hash of
   this project's source, and a warm run does not even trace. Without it the key is the traced
-  program itself."""
+  program itself. ``exportable`` False (custom calls ``jax.export`` cannot keep, such as the
+  triton impl's): XLA's cache only."""
   folder = _state["folder"]
   with _notice(what, folder):
-    if folder is None:
+    if folder is None or not exportable:
       return jitted.lower(*args, **static).compile()
     leaves, in_tree = jax.tree.flatten(args)
     parts = [str(in_tree), *(f"{np.shape(x)} {x.dtype}" for x in leaves)]
     if settings is not None:
-      parts += [settings, _source_hash()]
+      parts.append(settings)
     else:
       traced = jitted.trace(*args, **static)
       parts += [str(traced.jaxpr), *(np.asarray(c).tobytes().hex()
@@ -122,18 +124,27 @@ def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
       _save(path, exported, out_tree)
     first = np.cumsum([0] + [len(jax.tree.leaves(a)) for a in args])
     donated = tuple(i for a in donate for i in range(first[a], first[a + 1]))
-    fn = jax.jit(exported.call, donate_argnums=donated).lower(*leaves).compile()
-  return _Compiled(fn, out_tree)
+    try:
+      fn = jax.jit(exported.call, donate_argnums=donated).lower(*leaves).compile()
+    except Exception as e:  # noqa: BLE001 -- an entry this machine cannot run: compile anew.
+      log.warning("compilation cache entry %s not usable here (%s); compiling anew", path.name,
+                  (str(e).splitlines() or [""])[0][:200])
+      path.unlink(missing_ok=True)
+      return jitted.lower(*args, **static).compile()
+  return _Compiled(fn, out_tree, in_tree)
 
 
 class _Compiled:
   """A compiled flat function called with, and returning, the pytrees it was traced with."""
 
-  def __init__(self, fn, out_tree):
-    self.fn, self.out_tree = fn, out_tree
+  def __init__(self, fn, out_tree, in_tree):
+    self.fn, self.out_tree, self.in_tree = fn, out_tree, in_tree
 
   def __call__(self, *args):
-    return jax.tree.unflatten(self.out_tree, self.fn(*jax.tree.leaves(args)))
+    leaves, in_tree = jax.tree.flatten(args)
+    if in_tree != self.in_tree:
+      raise TypeError(f"compiled for arguments {self.in_tree}, called with {in_tree}")
+    return jax.tree.unflatten(self.out_tree, self.fn(*leaves))
 
   def memory_analysis(self):
     return self.fn.memory_analysis()
@@ -142,12 +153,21 @@ class _Compiled:
 def _key(parts) -> str:
   h = hashlib.sha256()
   for part in (jax.__version__, jaxlib.version.__version__, optax.__version__,
-               jax.devices()[0].device_kind,
-               str(jax.config.jax_enable_x64), str(jax.config.jax_default_matmul_precision),
-               *parts):
+               jax.devices()[0].device_kind, _jax_settings(), _source_hash(), *parts):
     h.update(part.encode())
     h.update(b"\0")
   return h.hexdigest()[:32]
+
+
+# JAX's settings that change what a traced program computes. (Not its whole trace context: that
+# also holds state that changes within a process, and so would miss the cache for nothing.)
+_JAX_SETTINGS = ("jax_enable_x64", "jax_numpy_dtype_promotion", "jax_numpy_rank_promotion",
+                 "jax_default_matmul_precision", "jax_default_prng_impl",
+                 "jax_threefry_partitionable", "jax_softmax_custom_jvp", "jax_dynamic_shapes")
+
+
+def _jax_settings() -> str:
+  return repr([getattr(jax.config, name, None) for name in _JAX_SETTINGS])
 
 
 # The packages whose source makes the programs: any edit to them misses the cache.
@@ -202,8 +222,8 @@ def _save(path: pathlib.Path, exported, out_tree) -> None:
   """Atomically, so that a run stopped mid-write never leaves a broken entry."""
   try:
     blob = pickle.dumps({"exported": bytes(exported.serialize()), "out_tree": out_tree})
-  except ImportError as e:  # flatbuffers, a dependency, missing: nothing kept.
-    log.warning("the lowered epoch is not kept between runs: %s", e)
+  except Exception as e:  # noqa: BLE001 -- flatbuffers missing, or anything else: not kept.
+    log.warning("the lowered epoch is not kept between runs (%s: %s)", type(e).__name__, e)
     return
   try:
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -97,7 +97,7 @@ def single(cfg) -> Path:
   if cfg.fusion in ("ops", "xla"):
     return Path(cfg.fusion, "")
   measured = MEASURED.get((widths(cfg), cfg.batch_size, cfg.optimizer, cfg.precision))
-  if cfg.fusion is None and measured == "xla":
+  if cfg.fusion is None and measured == "xla" and cfg.blocks is None:
     why = "every Pallas path trained this network slower than xla (docs/bench/current)"
     log.warning("training with XLA's own fusions (--fusion=xla): %s; --fusion=ops or epoch "
                 "to use the Pallas kernels anyway", why)

@@ -104,6 +104,7 @@ _STATIC = ("optimizer", "momentum", "batch_size", "impl", "precision", "model", 
 train_epoch = jax.jit(_epoch, static_argnames=_STATIC, donate_argnums=(0, 1))
 
 
+@functools.lru_cache(maxsize=None)
 def sharded_epoch(the_mesh, **static):
   """``train_epoch`` with ``static`` fixed, each device of ``the_mesh`` training its slice of the
   members (params, optimizer state, orders and learning rates split on their leading axis, the

@@ -47,6 +47,17 @@ def test_the_xla_path_is_the_xla_impl():
   pallas = runner.run(config.Config(impl="pallas", fusion="xla", **small), log=lambda _: None)
   assert pallas["path"] == "xla (no Pallas kernel faster)" and pallas["fusion"] == "xla"
   assert pallas["epoch_loss"] == xla["epoch_loss"]
+  assert pallas["final_mse"] == xla["final_mse"]  # The evaluation too runs xla's ops.
+  loop = runner.run(config.Config(impl="pallas", fusion="xla", dispatch="loop", **small),
+                    log=lambda _: None)
+  assert loop["epoch_loss"] == runner.run(config.Config(impl="xla", dispatch="loop", **small),
+                                          log=lambda _: None)["epoch_loss"]
+
+
+def test_the_xla_path_is_not_taken_with_block_sizes():
+  assert pick(model="mlp", hidden=(1024,), blocks="16,16,64") == "ops"
+  with pytest.raises(config.ConfigError, match="--fusion=xla runs none"):
+    config.resolve(config.Config(impl="pallas", fusion="xla", blocks="16,16,64"))
 
 
 def test_the_cnn_takes_the_step_kernels_by_default(caplog):

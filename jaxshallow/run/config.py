@@ -182,6 +182,8 @@ def validate(cfg: Config) -> None:
       (cfg.fusion in (None, "epoch", "step", "ops", "xla"),
        f"fusion must be epoch, step, ops or xla, got {cfg.fusion!r}"),
       (cfg.fusion is None or cfg.impl == "pallas", "--fusion applies to --impl=pallas only"),
+      (cfg.fusion != "xla" or cfg.blocks is None,
+       "--blocks sets the Pallas kernels' block sizes; --fusion=xla runs none"),
       (cfg.devices >= 0, f"devices must be at least 0 (0: all), got {cfg.devices}"),
       (not cfg.data_parallel or (cfg.impl in ("xla", "pallas") and cfg.dispatch == "scan"),
        "--data_parallel needs --impl=xla or pallas and --dispatch=scan"),

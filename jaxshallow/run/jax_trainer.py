@@ -45,7 +45,9 @@ class JaxTrainer(TrainerState):
                      for o in orders]
     else:
       self.orders = [[o[s * bs:(s + 1) * bs] for s in range(steps)] for o in orders]
-    self.static = dict(impl=cfg.impl, precision=cfg.precision, model=models.BY_NAME[cfg.model],
+    # fusion "xla": the xla impl's ops in every step and the evaluation, whatever the dispatch.
+    self.static = dict(impl="xla" if cfg.fusion == "xla" else cfg.impl,
+                       precision=cfg.precision, model=models.BY_NAME[cfg.model],
                        blocks=cfg.blocks)
     self.fn, self.tune_time_s, self.eval_fns = None, 0.0, {}
 
@@ -74,6 +76,7 @@ class JaxTrainer(TrainerState):
           dict(tx=self.tx, batch_size=self.cfg.batch_size, unroll=self.cfg.unroll,
                fusion=self.cfg.fusion or "ops", **self.static),
           donate=(0, 1) if self.cfg.donate else (), settings=self._settings("epoch"),
+          exportable=self.cfg.impl != "triton",
           what=f"the {self.cfg.impl} epoch" + (f" on the {paths.describe(self.cfg)}"
                                                if self.cfg.impl == "pallas" else ""))
     else:
@@ -149,7 +152,7 @@ class JaxTrainer(TrainerState):
       if x.shape not in self.eval_fns:
         self.eval_fns[x.shape] = compile_cache.compile(
             train.eval_batch_jit, (self.params, x, y), self.static, what="the evaluation",
-            settings=self._settings("evaluation"))
+            settings=self._settings("evaluation"), exportable=self.cfg.impl != "triton")
       return self.eval_fns[x.shape](self.params, x, y)
     return train.evaluate_in_chunks(chunk, *self.data[split], model=self.static["model"],
                                     batch_size=EVAL_BATCH)
