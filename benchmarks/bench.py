@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
+import io
 import os
 import pathlib
 import platform
@@ -34,7 +35,7 @@ import numpy as np
 from absl import flags
 
 from benchmarks import end_to_end, grid, torch_peer
-from jaxshallow import compile_cache, ops, paths
+from jaxshallow import compile_cache, files, ops, paths
 from jaxshallow.run import cli, config, runner, trainers
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["mlp", "cnn", "logreg", "regression"],
@@ -366,12 +367,11 @@ def meta() -> dict:
 def write_outputs(results, info, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
   out_dir.mkdir(parents=True, exist_ok=True)
   runner.write_json({"meta": info, "results": results}, out_dir / "results.json")
-  tmp = out_dir / ".results.csv.tmp"
-  with open(tmp, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-    w.writeheader()
-    w.writerows(results)
-  os.replace(tmp, out_dir / "results.csv")
+  table_csv = io.StringIO(newline="")
+  w = csv.DictWriter(table_csv, fieldnames=COLUMNS, extrasaction="ignore")
+  w.writeheader()
+  w.writerows(results)
+  files.write_atomically(out_dir / "results.csv", table_csv.getvalue())
   plots = draw_plots(results, out_dir, notes) if _PLOTS.value else []
   versions = ", ".join(f"{k} {info[k]}" for k in ("jax", "jaxlib", "triton", "torch", "numpy")
                        if info.get(k))
@@ -394,9 +394,7 @@ def write_outputs(results, info, out_dir: pathlib.Path, notes: list[str]) -> lis
            end_to_end.table(info["end_to_end"]) + "\n"]
   md += [f"![{p}]({p})\n" for p in plots]
   md += [f"- {n}\n" for n in notes]
-  tmp = out_dir / ".RESULTS.md.tmp"
-  tmp.write_text("\n".join(md))
-  os.replace(tmp, out_dir / "RESULTS.md")
+  files.write_atomically(out_dir / "RESULTS.md", "\n".join(md))
   return plots
 
 
@@ -472,9 +470,7 @@ def write_grid(results, info, out_dir: pathlib.Path, notes: list[str]) -> list[d
     except ImportError:
       notes.append("plot skipped: matplotlib is not installed (pip install -e '.[plots]')")
   md += [""] + [f"- {n}" for n in notes]
-  tmp = out_dir / ".GRID.md.tmp"
-  tmp.write_text("\n".join(md) + "\n")
-  os.replace(tmp, out_dir / "GRID.md")
+  files.write_atomically(out_dir / "GRID.md", "\n".join(md) + "\n")
   return rows
 
 

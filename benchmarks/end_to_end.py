@@ -23,6 +23,7 @@ import time
 
 from absl import flags
 
+from jaxshallow import files
 from jaxshallow.run import cli, runner
 from jaxshallow.run.config import ConfigError
 
@@ -90,7 +91,7 @@ def main(argv):
           f"twice in a row with an empty compilation cache of its own: cold, then warm. "
           f"Compile and train: as the script reported them.\n\n{table(rows)}\n")
   runner.write_json({"rows": rows}, out_dir / "end_to_end.json")
-  (out_dir / "END_TO_END.md").write_text(text)
+  files.write_atomically(out_dir / "END_TO_END.md", text)
   print(table(rows))
 
 

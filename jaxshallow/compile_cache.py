@@ -16,6 +16,7 @@ JAX's settings are left as they are.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -30,7 +31,7 @@ import jaxlib
 import numpy as np
 import optax
 
-from jaxshallow import data as data_lib
+from jaxshallow import data as data_lib, files
 
 ENV_VAR = "JAXSHALLOW_COMPILATION_CACHE"
 # A compilation that takes longer than this says so in one line.
@@ -63,6 +64,7 @@ def problem(setting: str | None) -> str | None:
   return None
 
 
+@functools.lru_cache(maxsize=None)  # Once a process: every trainer and validation asks.
 def _unwritable(folder: pathlib.Path) -> str | None:
   try:
     folder.mkdir(parents=True, exist_ok=True)
@@ -104,9 +106,10 @@ def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
   program itself. ``exportable`` False (custom calls ``jax.export`` cannot keep, such as the
   triton impl's): XLA's cache only."""
   folder = _state["folder"]
+  plain = lambda: jitted.lower(*args, **static).compile()
   with _notice(what, folder):
     if folder is None or not exportable:
-      return jitted.lower(*args, **static).compile()
+      return plain()
     leaves, in_tree = jax.tree.flatten(args)
     parts = [str(in_tree), *(f"{np.shape(x)} {x.dtype}" for x in leaves)]
     if settings is not None:
@@ -118,7 +121,7 @@ def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
     path = folder / "lowered" / _key(parts)
     entry = _load(path) or _export(jitted, in_tree, static, leaves)
     if entry is None:  # Not exportable: compiled as usual.
-      return jitted.lower(*args, **static).compile()
+      return plain()
     exported, out_tree = entry
     if not path.exists():
       _save(path, exported, out_tree)
@@ -128,9 +131,9 @@ def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
       fn = jax.jit(exported.call, donate_argnums=donated).lower(*leaves).compile()
     except Exception as e:  # noqa: BLE001 -- an entry this machine cannot run: compile anew.
       log.warning("compilation cache entry %s not usable here (%s); compiling anew", path.name,
-                  (str(e).splitlines() or [""])[0][:200])
+                  _first_line(e))
       path.unlink(missing_ok=True)
-      return jitted.lower(*args, **static).compile()
+      return plain()
   return _Compiled(fn, out_tree, in_tree)
 
 
@@ -200,8 +203,7 @@ def _export(jitted, in_tree, static, leaves):
   try:
     return jax.export.export(jax.jit(flat), disabled_checks=unchecked)(*avals), out["tree"]
   except Exception as e:  # noqa: BLE001 -- a cache: anything it cannot keep compiles as usual.
-    log.warning("the lowered epoch is not kept between runs (%s: %s)", type(e).__name__,
-                (str(e).splitlines() or [""])[0][:200])
+    log.warning("the lowered epoch is not kept between runs (%s)", _first_line(e))
     return None
 
 
@@ -223,17 +225,17 @@ def _save(path: pathlib.Path, exported, out_tree) -> None:
   try:
     blob = pickle.dumps({"exported": bytes(exported.serialize()), "out_tree": out_tree})
   except Exception as e:  # noqa: BLE001 -- flatbuffers missing, or anything else: not kept.
-    log.warning("the lowered epoch is not kept between runs (%s: %s)", type(e).__name__, e)
+    log.warning("the lowered epoch is not kept between runs (%s)", _first_line(e))
     return
   try:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-      f.write(blob)
-    os.replace(tmp, path)
+    files.write_atomically(path, blob)
   except OSError as e:
     log.warning("could not write the compilation cache in %s (%s); next run compiles again",
                 path.parent, e.strerror or e)
+
+
+def _first_line(e: Exception) -> str:
+  return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
 
 
 class _notice:

@@ -122,6 +122,12 @@ def single(cfg) -> Path:
   return Path(wanted, "")
 
 
+def ops_impl(cfg) -> str:
+  """The impl whose ops the steps and the evaluation call: xla's on the xla path (every
+  dispatch, every trainer), else ``cfg.impl``'s."""
+  return "xla" if cfg.fusion == "xla" else cfg.impl
+
+
 def resolve(cfg):
   """``cfg`` with ``fusion`` set to the path that trains it (pallas; other impls unchanged)."""
   if cfg.impl != "pallas":
@@ -199,22 +205,22 @@ def population(cfg, per_device: int) -> Path:
   ``--fusion=epoch`` (or ``step``) for the step kernels at any size."""
   if cfg.fusion in ("ops", "xla"):
     return Path(cfg.fusion, "")
-  if cfg.model == "cnn":  # The CNN's own step kernels under vmap, at any size.
-    why = ("--blocks sets the op kernels' block sizes" if cfg.blocks is not None else
-           fused_step.problem(cfg.model, cfg.optimizer))
-    if why:
-      log.warning("a population of this network runs the Pallas op kernels under vmap (the "
-                  "CNN's step kernels need what is missing here: %s)", why)
-      return Path("ops", why)
-    return Path("step", "")
   w = widths(cfg)
-  why = ("--blocks sets the op kernels' block sizes" if cfg.blocks is not None else
-         fused_population.problem(cfg.model, len(w) - 1, cfg.optimizer, cfg.batch_size, w[-1],
-                                  has_bias=bool(cfg.bias)))
+  # The CNN: its own step kernels under vmap, at any size.
+  kernels = "CNN's step kernels" if cfg.model == "cnn" else "population step kernels"
+  if cfg.blocks is not None:
+    why = "--blocks sets the op kernels' block sizes"
+  elif cfg.model == "cnn":
+    why = fused_step.problem(cfg.model, cfg.optimizer)
+  else:
+    why = fused_population.problem(cfg.model, len(w) - 1, cfg.optimizer, cfg.batch_size, w[-1],
+                                   has_bias=bool(cfg.bias))
   if why:
-    log.warning("a population of this network runs the Pallas op kernels under vmap (the "
-                "population step kernels need what is missing here: %s)", why)
+    log.warning("a population of this network runs the Pallas op kernels under vmap (the %s "
+                "need what is missing here: %s)", kernels, why)
     return Path("ops", why)
+  if cfg.model == "cnn":
+    return Path("step", "")
   if cfg.fusion is None and per_device < STEP_KERNELS_FROM:
     why = (f"{per_device} members a device run the Pallas op kernels under vmap, faster than "
            f"the population step kernels below {STEP_KERNELS_FROM}")

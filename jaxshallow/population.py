@@ -133,7 +133,8 @@ def _eval_fn(the_mesh, **static):
 
 
 def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",
-             model=models.MLP, blocks=None, batch_size: int = 2000, the_mesh=None) -> dict:
+             model=models.MLP, blocks=None, batch_size: int = train.EVAL_BATCH,
+             the_mesh=None) -> dict:
   """Each member's mean loss (and accuracy, for classifiers), as host arrays; ``the_mesh``:
   the mesh ``params`` are sharded over (their members), if any."""
   fn = _eval_fn(the_mesh, impl=impl, precision=precision, model=model, blocks=blocks)

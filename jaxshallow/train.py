@@ -219,10 +219,12 @@ def eval_batch(params, images, labels, *, impl: str = "xla", precision: str = "f
 
 # Compiled once per chunk shape; the trainers compile it ahead through ``compile_cache``.
 eval_batch_jit = jax.jit(eval_batch, static_argnames=("impl", "precision", "model", "blocks"))
+# Examples a chunk of an evaluation.
+EVAL_BATCH = 2000
 
 
 def evaluate(params, images, labels, *, impl: str = "xla", precision: str = "float32",
-             model=models.MLP, blocks=None, batch_size: int = 2000):
+             model=models.MLP, blocks=None, batch_size: int = EVAL_BATCH):
   """Mean loss (and accuracy, for classifiers) over a whole data set, in chunks."""
   return evaluate_in_chunks(
       lambda x, y: eval_batch(params, x, y, impl=impl, precision=precision, model=model,

@@ -20,8 +20,6 @@ from jaxshallow.run.trainer_base import TrainerState, layer_sizes
 NOT_IN_PROGRAM = {"seed", "epochs", "data_dir", "dataset", "train_limit", "test_limit",
                   "holdout", "sync_every", "overlap", "given", "compilation_cache", "devices",
                   "numpy_dtype"}
-# Examples a chunk of the evaluation.
-EVAL_BATCH = 2000
 
 
 class JaxTrainer(TrainerState):
@@ -45,8 +43,7 @@ class JaxTrainer(TrainerState):
                      for o in orders]
     else:
       self.orders = [[o[s * bs:(s + 1) * bs] for s in range(steps)] for o in orders]
-    # fusion "xla": the xla impl's ops in every step and the evaluation, whatever the dispatch.
-    self.static = dict(impl="xla" if cfg.fusion == "xla" else cfg.impl,
+    self.static = dict(impl=paths.ops_impl(cfg),
                        precision=cfg.precision, model=models.BY_NAME[cfg.model],
                        blocks=cfg.blocks)
     self.fn, self.tune_time_s, self.eval_fns = None, 0.0, {}
@@ -143,7 +140,7 @@ class JaxTrainer(TrainerState):
     return jnp.mean(jnp.stack(losses))
 
   def evaluate(self, split: str = "test") -> dict:
-    """Mean loss (and accuracy) over ``split``, in chunks of ``EVAL_BATCH`` examples, each
+    """Mean loss (and accuracy) over ``split``, in chunks of ``train.EVAL_BATCH`` examples, each
     chunk's shape compiled once (through the compilation cache, as the epoch)."""
     if self.mesh is not None:
       return train.evaluate(self.params, *self.data[split], **self.static)
@@ -155,7 +152,7 @@ class JaxTrainer(TrainerState):
             settings=self._settings("evaluation"), exportable=self.cfg.impl != "triton")
       return self.eval_fns[x.shape](self.params, x, y)
     return train.evaluate_in_chunks(chunk, *self.data[split], model=self.static["model"],
-                                    batch_size=EVAL_BATCH)
+                                    batch_size=train.EVAL_BATCH)
 
   def get_params(self):
     return jax.tree.map(np.asarray, self.params)

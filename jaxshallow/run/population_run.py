@@ -60,8 +60,8 @@ def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] =
   cfg = _population_cfg(cfg, per_device=-(-min(chunk, len(grid)) // n_dev))
   ds = load_data(cfg)
   model = models.BY_NAME[cfg.model]
-  static = dict(impl="xla" if cfg.fusion == "xla" else cfg.impl, precision=cfg.precision,
-                model=model, blocks=cfg.blocks)
+  static = dict(impl=paths.ops_impl(cfg), precision=cfg.precision, model=model,
+                blocks=cfg.blocks)
   data = {"train": placement.replicate((ds.train_images, ds.train_labels), the_mesh),
           "test": placement.replicate((ds.test_images, ds.test_labels), the_mesh)}
   n = len(ds.train_labels)

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from jaxshallow import data as data_lib, paths
+from jaxshallow import data as data_lib, files, paths
 from jaxshallow.run.config import Config, ConfigError, resolve
 from jaxshallow.run.trainers import make_trainer
 
@@ -161,17 +161,7 @@ def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True
 
 def write_json(result: dict, path: os.PathLike) -> None:
   """Write atomically: a crash mid-write never replaces a good file with a broken one."""
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w") as f:
-      json.dump(result, f, indent=2)
-      f.write("\n")
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
+  files.write_atomically(path, json.dumps(result, indent=2) + "\n")
 
 
 def check_writable(path: os.PathLike, flag: str = "--out") -> None:
