@@ -18,10 +18,11 @@ from experiments import config_flags
 from jaxshallow.run import cli, config, population_run, runner
 
 _SIZES = flags.DEFINE_list("sizes", ["1", "8", "64", "512"], "Population sizes.")
-_IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Impls: xla, pallas (its default: the "
-                           "population step kernels where they fit, from 32 members a device; "
-                           "its single-network row uses the epoch kernel), pallas-step (the step "
-                           "kernels at every size), pallas-ops (the op kernels under vmap).")
+_IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Impls: xla, pallas (its default path, "
+                           "jaxshallow.paths.population's pick), pallas-cluster (a cluster a "
+                           "member: the single network's epoch kernel; Hopper, the reference "
+                           "MLP), pallas-step (the population step kernels at every size), "
+                           "pallas-ops (the op kernels under vmap).")
 _COUNTS = flags.DEFINE_list("device_counts", ["1"], "Device counts to spread over (those over "
                             "the available devices are skipped, with a note).")
 _DP_BATCH = flags.DEFINE_integer("dp_batch", 8192, "Batch of the data-parallel rows (0: none).")
@@ -32,8 +33,8 @@ _PLOT = flags.DEFINE_string("plot", None, "Draw networks/s against population si
 def population_rows(base, sizes, counts, log):
   rows = []
   for name in _IMPLS.value:
-    impl, fusion = {"pallas-ops": ("pallas", "ops"),
-                    "pallas-step": ("pallas", "epoch")}.get(name, (name, None))
+    impl, fusion = {"pallas-ops": ("pallas", "ops"), "pallas-step": ("pallas", "step"),
+                    "pallas-cluster": ("pallas", "epoch")}.get(name, (name, None))
     single = runner.run(dataclasses.replace(base, impl=impl, fusion=None), log=lambda s: None)
     single_s = statistics.median(single["epoch_time_s"])
     rows.append(dict(kind="single", impl=impl, fusion=single.get("fusion"), devices=1,
@@ -98,7 +99,7 @@ def plot(rows, path):
   fig.savefig(path, dpi=120)
 
 
-IMPLS = ("xla", "pallas", "pallas-step", "pallas-ops")
+IMPLS = ("xla", "pallas", "pallas-cluster", "pallas-step", "pallas-ops")
 
 
 def main(argv):

@@ -534,6 +534,42 @@ def cluster_mlp_cases(rng, interpret):
         pairs = pairs[-2:]  # The last layer's leaves come last.
       err = max(rel_err(losses, ref_losses), *(rel_err(a, b) for a, b in pairs))
       yield f"cluster mlp 784-256-10 batch 64 {steps} steps", precision, err
+  yield from cluster_population_cases(rng)
+
+
+def cluster_population_cases(rng, members=3, steps=CLUSTER_MLP_STEPS[-1]):
+  """A population through cluster_mlp_mgpu (a cluster a member, each its own batches and
+  learning rate): each member against float64, and member 0 against the single-network
+  kernel's run of it (the error there is 0 when the bits are the same)."""
+  widths = (cluster_mlp_mgpu.INPUTS, cluster_mlp_mgpu.HIDDEN, cluster_mlp_mgpu.CLASSES)
+  n = steps * cluster_mlp_mgpu.BATCH + 5
+  x = jnp.asarray(rng.integers(0, 256, (n, cluster_mlp_mgpu.INPUTS), dtype=np.uint8))
+  y = jnp.asarray(rng.integers(0, cluster_mlp_mgpu.CLASSES, n).astype(np.int32))
+  orders = np.stack([rng.permutation(n) for _ in range(members)]).astype(np.int32)
+  lrs = np.asarray([0.05, 0.1, 0.2][:members] + [0.1] * (members - 3), np.float32)
+  params = [mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths)
+            for _ in range(members)]
+  stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
+
+  @jax.jit
+  def run(params, orders, lrs):
+    xs, onehot = jax.vmap(lambda o: cluster_mlp_mgpu.batches(x, y, o, steps))(orders)
+    return cluster_mlp_mgpu.train_population(params, xs, onehot, lrs)
+  got, losses, _ = run(stacked, orders, lrs)
+  for i in range(members):
+    ref_losses, ref_params = _epoch_reference(params[i], x, y, orders[i], float(lrs[i]), "sgd",
+                                              cluster_mlp_mgpu.BATCH, models.MLP, steps)
+    mine = jax.tree.leaves(jax.tree.map(lambda a: a[i], got))
+    err = max(rel_err(losses[i], ref_losses), *(rel_err(a, b) for a, b in zip(mine, ref_params)))
+    yield f"cluster mlp population member {i} of {members}, lr {lrs[i]}", "float32", err
+    if i:
+      continue  # One member's single run: a kernel compiles for each learning rate (30 s).
+    alone, alone_losses, _ = jax.jit(functools.partial(
+        cluster_mlp_mgpu.train_epoch, lr=float(lrs[i]), steps=steps))(params[i], x, y, orders[i])
+    diff = max(rel_err(losses[i], np.asarray(alone_losses, np.float64)),
+               *(rel_err(a, np.asarray(b, np.float64))
+                 for a, b in zip(mine, jax.tree.leaves(alone))))
+    yield f"cluster mlp population member {i} vs its single-network run", "float32", diff
 
 
 def barrier_cases(rng, interpret):

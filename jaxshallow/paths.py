@@ -198,14 +198,24 @@ STEP_KERNELS_FROM = 32
 
 
 def population(cfg, per_device: int) -> Path:
-  """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: the
-  population step kernels (``fusion="step"``) where they fit and from ``STEP_KERNELS_FROM``
-  members a device (the CNN: its own step kernels under vmap, where they can train it), else
-  the op kernels under vmap; ``--fusion=ops`` asks for the op kernels,
-  ``--fusion=epoch`` (or ``step``) for the step kernels at any size."""
+  """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: on a Hopper
+  GPU, for the reference MLP, a cluster a member (``fusion="cluster"``, the single network's
+  epoch kernel); else the population step kernels (``fusion="step"``) where they fit and from
+  ``STEP_KERNELS_FROM`` members a device (the CNN: its own step kernels under vmap, where they
+  can train it), else the op kernels under vmap. ``--fusion=ops`` asks for the op kernels,
+  ``--fusion=step`` for the step kernels at any size, ``--fusion=epoch`` for the cluster kernel
+  where it can train the population (else the step kernels)."""
   if cfg.fusion in ("ops", "xla"):
     return Path(cfg.fusion, "")
   w = widths(cfg)
+  if cfg.fusion in (None, "epoch") and cfg.blocks is None:
+    why = fused_population.cluster_problem(cfg.model, w, cfg.optimizer, cfg.batch_size,
+                                           bool(cfg.bias))
+    if why is None:
+      return Path("cluster", "")
+    if cfg.fusion == "epoch":
+      log.warning("the cluster kernel cannot train this population (%s): the population "
+                  "step kernels train it", why)
   # The CNN: its own step kernels under vmap, at any size.
   kernels = "CNN's step kernels" if cfg.model == "cnn" else "population step kernels"
   if cfg.blocks is not None:

@@ -7,7 +7,9 @@ epoch trains them all: ``jax.vmap`` over the members of the single-network epoch
 ``vmap`` gets a grid axis for the members). A member's results are those of training it alone.
 
 ``fusion="step"`` (pallas): one-hidden-layer classifiers trained by plain SGD take a step in two
-kernels instead (``jaxshallow.fused.population``).
+kernels instead (``jaxshallow.fused.population``). ``fusion="cluster"`` (pallas, Hopper): the
+reference MLP's members each train in a thread-block cluster of their own, the single network's
+whole-epoch kernel (``cluster_mlp_mgpu``), the members' clusters in one launch.
 
 Across devices, the member axis is sharded over a one-axis ``Mesh`` ("members"), and
 ``sharded_epoch`` runs the epoch under ``jax.shard_map``: each device trains its own members
@@ -89,8 +91,20 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
     params, metrics = jax.vmap(step, in_axes=(0, None, None, 0, 0))(params, images, labels,
                                                                     orders, lrs)
     return params, opt_state, metrics
+  if fusion == "cluster":
+    widths = (params[0]["w"].shape[1], *(layer["w"].shape[-1] for layer in params))
+    why = (impl != "pallas" and "it is a Pallas kernel (impl='pallas')") or (
+        fused_population.cluster_problem(model.name, widths, optimizer, batch_size,
+                                         all("b" in layer for layer in params)))
+    if why:
+      raise ValueError(f"fusion='cluster' cannot train this population: {why}")
+    train.check_inputs(member(params, 0), images, labels, models.MLP,
+                       names=("images", "labels"))
+    params, metrics = fused_population.train_epoch_clusters(
+        params, images, labels, orders, lrs, batch_size=batch_size, precision=precision)
+    return params, opt_state, metrics
   if fusion != "ops":
-    raise ValueError(f"fusion must be 'ops', 'step' or 'xla', got {fusion!r}")
+    raise ValueError(f"fusion must be 'ops', 'step', 'cluster' or 'xla', got {fusion!r}")
 
   def one(p, s, order, lr):
     tx = train.optax_transform(optimizer, lr, momentum)

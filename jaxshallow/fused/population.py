@@ -57,3 +57,56 @@ def train_epoch(params, images, labels, order, lr, *, batch_size: int, precision
   metrics = {"loss": fixed_order_mean(step_loss),
              "accuracy": fixed_order_mean(step_accuracy)}
   return [{"w": w0, "b": b0}, {"w": w1, "b": b1}], metrics
+
+
+# A cluster a member --------------------------------------------------------------------------
+
+CLUSTER_CHUNK = 64  # Members a launch: their batches (100 MB each for MNIST) gathered per launch.
+
+
+def cluster_problem(model: str, widths, optimizer: str, batch_size: int, has_bias: bool,
+                    dtype=jnp.float32) -> str | None:
+  """Why the cluster kernel (``cluster_mlp_mgpu``, a cluster a member) cannot train this
+  population here, or None if it can."""
+  from pallas_kernels.fused import cluster_mlp_mgpu
+  from pallas_kernels.ops import dense_mgpu
+  if model != "mlp":
+    return f"it trains the MLP, not the {model}"
+  if not dense_mgpu.on_hopper():
+    return "it runs on Hopper GPUs only"
+  return cluster_mlp_mgpu.lowers() or cluster_mlp_mgpu.problem(
+      widths, batch_size, bias=has_bias, optimizer=optimizer, dtype=dtype)
+
+
+def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int,
+                         precision: str, twin: bool = False):
+  """Every member's epoch through ``cluster_mlp_mgpu.train_population``: each member the
+  single network's cluster kernel, the members' clusters in one launch of at most
+  ``CLUSTER_CHUNK`` (more in a ``lax.map`` over equal chunks, the last padded with copies of
+  member 0 whose results are dropped). Returns (params, metrics), as ``train_epoch`` under vmap.
+  ``twin``: the kernel's plain-jnp twin in its place (``train_population``), for the CPU."""
+  from jaxshallow.fused import epoch as fused_epoch
+  from pallas_kernels.fused import cluster_mlp_mgpu as cm
+  x = images.reshape(images.shape[0], -1)
+  members, n = orders.shape
+  steps = n // batch_size
+  chunks = -(-members // CLUSTER_CHUNK)
+  size = -(-members // chunks)
+  pad = chunks * size - members
+
+  def padded(a):  # (members, ...) -> (chunks, size, ...)
+    a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad, *a.shape[1:]))]) if pad else a
+    return a.reshape(chunks, size, *a.shape[1:])
+
+  def chunk(args):
+    p, o, lr = args
+    xs, onehot = jax.vmap(lambda order: cm.batches(x, labels, order, steps))(o)
+    return cm.train_population(p, xs, onehot, lr.astype(p[0]["w"].dtype), precision, twin=twin)
+
+  args = (jax.tree.map(padded, params), padded(orders), padded(jnp.asarray(lrs)))
+  out = chunk(jax.tree.map(lambda a: a[0], args)) if chunks == 1 else jax.lax.map(chunk, args)
+  if chunks > 1:
+    out = jax.tree.map(lambda a: a.reshape(chunks * size, *a.shape[2:])[:members], out)
+  params, losses, correct = out
+  metrics = jax.vmap(lambda l, c: fused_epoch.epoch_metrics(l, c, batch_size))(losses, correct)
+  return params, metrics

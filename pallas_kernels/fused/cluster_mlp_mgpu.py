@@ -98,6 +98,7 @@ LANES = 16  # Classes padded to a wgmma N.
 # A CTA's small parameters, one (16,) row each: W1[units, k] for the 10 classes, and b1 in the
 # last row (the padded classes' rows are zeros).
 ROW_B1 = LANES - 1
+ROW_LR = LANES - 2  # A population's: each network's learning rate, in every column
 SMALL_ROWS = LANES
 ONES = CLASSES  # The column of ones beside dL/dlogits in the small products (a padded class).
 PARTS = {"float32": 3, "tf32": 2, "bfloat16": 1}  # bfloat16 parts of W0 and dz in the products
@@ -136,13 +137,14 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
             x, w0p, backward_buffers, dzp, onehot, eye, small, met,
             tma, x_tiles, dz_ready, w0_done, small_done, barrier, columns, inbox, logits_in,
-            steps: int, lr: float, parts: int, unroll: bool, warpgroups: int, split: int,
+            steps: int, lr: float | None, parts: int, unroll: bool, warpgroups: int, split: int,
             ptx: bool, registers: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
+  m = lax.axis_index("member")  # The network this cluster trains (one, or a population's)
   used = pl.ds(0, UNITS * parts)  # The parts' columns the products take.
   # The small products' operands, then their sums, then the second warpgroup's part of z take
   # turns in one memory, so that x, W0 and the rest fit in the 227 KB of shared memory.
@@ -198,7 +200,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     return functools.reduce(jnp.add, [a[:, UNITS * p:UNITS * (p + 1)] for p in range(parts)])
 
   def fetch_x(s, j):  # Tile j of step s's pixels (integers, in bfloat16), on its own barrier.
-    plgpu.copy_gmem_to_smem(x_in.at[s, :, tile(j)], x.at[j], x_tiles.at[j])
+    plgpu.copy_gmem_to_smem(x_in.at[m, s, :, tile(j)], x.at[j], x_tiles.at[j])
 
   bars = logits_in.at[CLASSES]  # The two mbarriers the pushes complete on (``ptx``)
   if ptx:
@@ -224,10 +226,10 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.barrier_wait(barrier.at[i])
 
   def start():  # The launch's inputs. W0 comes as its three bfloat16 parts, its float32 value.
-    plgpu.copy_gmem_to_smem(w0p_in.at[c], w0p, tma.at[0])
+    plgpu.copy_gmem_to_smem(w0p_in.at[m, c], w0p, tma.at[0])
     plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[1])
-    plgpu.copy_gmem_to_smem(small_in.at[c], small, tma.at[2])
-    plgpu.copy_gmem_to_smem(onehot_in.at[0], onehot, tma.at[3])
+    plgpu.copy_gmem_to_smem(small_in.at[m, c], small, tma.at[2])
+    plgpu.copy_gmem_to_smem(onehot_in.at[m, 0], onehot, tma.at[3])
     for j in range(TILES):
       fetch_x(0, j)
     for i in range(3):
@@ -286,7 +288,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     @pl.when(s + 1 < steps)
     def _():  # This tile of x is done with: the next batch's comes in behind the backward.
       fetch_x(s + 1, j)
-    new = (w0_tile(j) if w is None else w) - lr * grad / 255.0  # as the twin rounds it
+    rate = lr if lr is not None else cols(_load(small.at[ROW_LR], by_col))
+    new = (w0_tile(j) if w is None else w) - rate * grad / 255.0  # as the twin rounds it
     for p, bits in enumerate(split3(new)[:3 if w is None else parts]):
       w0_part(j, p)[...] = bits
     if w is None:
@@ -380,7 +383,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
         met.at[parity, 0][...] = jnp.log(total) + top - picked
         met.at[parity, 1][...] = jnp.where(picked >= top, 1.0, 0.0)
         plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[s])
+        plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[m, s])
 
     with jax.named_scope("backward_small"):
       dh = functools.reduce(jnp.add, [rows(d) * cols(w) for d, w in zip(dlogits, w1)])
@@ -397,12 +400,13 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
     @pl.when(s + 1 < steps)
     def _():  # The labels are read.
-      plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[3])
+      plgpu.copy_gmem_to_smem(onehot_in.at[m, s + 1], onehot, tma.at[3])
 
     with jax.named_scope("backward_w0"):
       ws = update_w0(s, 0, split, ws)
-    w1 = tuple(w - lr * d for w, d in zip(w1, dw1))
-    return w1, b1 - lr * db1, ws
+    rate = lr if lr is not None else _load(small.at[ROW_LR], by_col)
+    w1 = tuple(w - rate * d for w, d in zip(w1, dw1))
+    return w1, b1 - rate * db1, ws
 
   def two_steps(i, carry):
     carry = step(2 * i, 0, carry)
@@ -420,8 +424,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       small.at[k][...] = w1[k]
     small.at[ROW_B1][...] = b1  # The same in every CTA.
     plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(w0p, w0p_out.at[c])
-    plgpu.copy_smem_to_gmem(small, small_out.at[c])
+    plgpu.copy_smem_to_gmem(w0p, w0p_out.at[m, c])
+    plgpu.copy_smem_to_gmem(small, small_out.at[m, c])
     plgpu.wait_smem_to_gmem(0)
 
   def second():  # W0's tiles split .. 12: their update, and their part of the next forward
@@ -452,8 +456,11 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
 
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float, parts: int, interpret: bool = False,
-          profile_dir: str | None = None):
+def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
+          profile_dir: str | None = None, members: int = 1):
+  """The kernel for ``members`` networks, one cluster each (each input and output with a
+  leading member axis); ``lr`` None: each network's own, from row ROW_LR of its small
+  parameters."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.
@@ -480,10 +487,12 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
                         warpgroups=warpgroups, split=split, ptx=not interpret,
                         registers=registers),
-      out_type=(jax.ShapeDtypeStruct((CTAS, PADDED, 3 * UNITS), bf16),
-                jax.ShapeDtypeStruct((CTAS, SMALL_ROWS, UNITS), f32),
-                jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
-      grid=(1,), grid_names=("grid",), num_threads=warpgroups, thread_name="wg",
+      out_type=(jax.ShapeDtypeStruct((members, CTAS, PADDED, 3 * UNITS), bf16),
+                jax.ShapeDtypeStruct((members, CTAS, SMALL_ROWS, UNITS), f32),
+                jax.ShapeDtypeStruct((members, steps, 2, BATCH), f32)),
+      # One cluster a network: the clusters share nothing, and those that do not fit on the
+      # GPU at once (a 16-CTA cluster takes 16 SMs of one GPC) wait for a free one.
+      grid=(members,), grid_names=("member",), num_threads=warpgroups, thread_name="wg",
       cluster=(CTAS,), cluster_names=("cta",),
       compiler_params=plgpu.CompilerParams(**params),
       **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
@@ -513,17 +522,18 @@ def _call(steps: int, lr: float, parts: int, interpret: bool = False,
       ])
 
 
-def _pack(params):
+def _pack(params, lr=0.0):
   """params [{"w": (784, 256), "b": (256,)}, {"w": (256, 10), "b": (10,)}] as the kernel's
   inputs: W0's columns by CTA with b0 as input 784's row, padded to 832 inputs, split in three
   parts set side by side (CTA, input, part * 16 + unit); each CTA's rows of W1 (transposed,
-  classes padded to 16) with b1 in its last row."""
+  classes padded to 16) with b1 in its last row and ``lr`` in row ROW_LR."""
   w0 = _with_bias(params[0]["w"], params[0]["b"])
   w0 = w0.reshape(PADDED, CTAS, UNITS).transpose(1, 0, 2)
   w1 = jnp.pad(params[1]["w"], ((0, 0), (0, LANES - CLASSES)))
   b1 = jnp.pad(params[1]["b"], (0, LANES - CLASSES))
   small = w1.reshape(CTAS, UNITS, LANES).transpose(0, 2, 1)
   small = small.at[:, ROW_B1].set(jnp.broadcast_to(b1, (CTAS, LANES)))
+  small = small.at[:, ROW_LR].set(jnp.asarray(lr, small.dtype))
   return jnp.concatenate(dense_mgpu.split3(w0), axis=2), small
 
 
@@ -565,9 +575,30 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
   kernel then runs one warpgroup, as in the interpreter)."""
   steps = xs.shape[0]
   call = _call(steps, float(lr), PARTS[precision], interpret, profile_dir)
-  w0p, small, metrics = call(*_pack(params), jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
-  losses = jax.vmap(common.fixed_order_mean)(metrics[:, 0])  # The same bits in every process.
-  return _unpack(w0p, small), losses, jnp.sum(metrics[:, 1], axis=1).astype(jnp.int32)
+  w0p, small = _pack(params)
+  w0p, small, metrics = call(w0p[None], small[None], jnp.eye(LANES, dtype=jnp.float32),
+                             xs[None], onehot[None])
+  losses = jax.vmap(common.fixed_order_mean)(metrics[0, :, 0])  # The same bits in every process.
+  return _unpack(w0p[0], small[0]), losses, jnp.sum(metrics[0, :, 1], axis=1).astype(jnp.int32)
+
+
+def train_population(params, xs, onehot, lrs, precision: str = "float32", twin: bool = False):
+  """A population's ``steps`` SGD steps in one launch, a cluster a network: params stacked on a
+  leading member axis, each member's own batches (``batches`` of its order, stacked) and
+  learning rate ``lrs`` (members,). Returns (params, losses (members, steps), correct counts
+  (members, steps)). Each member's numbers are those of ``train_steps`` alone, bit for bit.
+  ``twin``: ``reference`` for each member in the kernel's place (the CPU tests of what is
+  around it)."""
+  if twin:
+    return jax.vmap(reference)(params, xs.astype(params[0]["w"].dtype),
+                               onehot.astype(params[0]["w"].dtype), lrs)
+  members, steps = xs.shape[:2]
+  call = _call(steps, None, PARTS[precision], members=members)
+  w0p, small = jax.vmap(_pack)(params, lrs)
+  w0p, small, metrics = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
+  losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
+  correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
+  return jax.vmap(_unpack)(w0p, small), losses, correct
 
 
 

@@ -1,0 +1,83 @@
+"""A population through the cluster kernel (a cluster a member) on the CPU: the kernel of
+several clusters lowers for a Hopper GPU, the chunked epoch around it (members in launches of at
+most ``CLUSTER_CHUNK``, the last chunk padded) gives each member its own training, in float64
+with the kernel's twin in its place, and the population's path picks it only where it can
+train. Its numbers on the GPU: ``experiments.check_kernels --only=cluster_mlp``."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxshallow import mlp
+from jaxshallow.fused import epoch as fused_epoch, population as fused_population
+from jaxshallow.run import config, population_run
+from pallas_kernels.fused import cluster_mlp_mgpu
+from pallas_kernels.ops import dense_mgpu
+
+
+@pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
+def test_population_kernel_lowers():
+  f32 = jnp.float32
+  members, steps = 3, 2
+  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((members, n, m), f32),
+                        "b": jax.ShapeDtypeStruct((members, m), f32)}
+  fn = jax.jit(cluster_mlp_mgpu.train_population)
+  text = fn.trace([layer(784, 256), layer(256, 10)],
+                  jax.ShapeDtypeStruct((members, steps, 64, 832), jnp.bfloat16),
+                  jax.ShapeDtypeStruct((members, steps, 10, 64), jnp.bfloat16),
+                  jax.ShapeDtypeStruct((members,), f32)).lower(
+                      lowering_platforms=("cuda",)).as_text()
+  assert "mosaic_gpu" in text
+
+
+def test_chunked_epoch_gives_each_member_its_own_run(monkeypatch):
+  """5 members in chunks of 2 (the last padded with a copy of member 0): each member's params,
+  loss and accuracy are those of its own run of the twin, in float64 within 1e-10 (the twin
+  itself follows train_step: test_cluster_mlp_mgpu)."""
+  monkeypatch.setattr(fused_population, "CLUSTER_CHUNK", 2)
+  rng = np.random.default_rng(0)
+  members, steps = 5, 3
+  n = steps * 64 + 7
+  x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+  y = rng.integers(0, 10, n).astype(np.int32)
+  orders = np.stack([rng.permutation(n) for _ in range(members)]).astype(np.int32)
+  lrs = np.asarray([0.05, 0.1, 0.2, 0.3, 0.4])
+  with jax.enable_x64(True):
+    params = [jax.tree.map(lambda a: jnp.asarray(a, jnp.float64),
+                           mlp.init_mlp(jax.random.key(i), (784, 256, 10)))
+              for i in range(members)]
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
+    got, metrics = fused_population.train_epoch_clusters(
+        stacked, jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), jnp.asarray(lrs),
+        batch_size=64, precision="float32", twin=True)
+    for i in range(members):
+      xs, onehot = cluster_mlp_mgpu.batches(jnp.asarray(x.reshape(n, -1)), jnp.asarray(y),
+                                            orders[i], steps)
+      want, losses, correct = cluster_mlp_mgpu.reference(
+          params[i], xs.astype(jnp.float64), onehot.astype(jnp.float64), lrs[i])
+      for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-10, atol=1e-13)
+      want_m = fused_epoch.epoch_metrics(losses, correct, 64)
+      np.testing.assert_allclose(float(metrics["loss"][i]), float(want_m["loss"]), rtol=1e-10)
+      np.testing.assert_allclose(float(metrics["accuracy"][i]), float(want_m["accuracy"]),
+                                 rtol=1e-12)
+
+
+def test_population_path_takes_the_cluster_kernel_where_it_can(monkeypatch):
+  """On a Hopper GPU (pretended here) the reference MLP's population takes the cluster kernel by
+  default and with --fusion=epoch; another batch, another optimizer or --fusion=step do not."""
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  monkeypatch.setattr(cluster_mlp_mgpu, "lowers", lambda: None)
+  cfg = config.Config(impl="pallas")
+  path = lambda per_device=64, **kw: population_run._population_cfg(
+      dataclasses.replace(cfg, **kw), per_device).fusion
+  for fusion in (None, "epoch"):
+    for per_device in (1, 8, 64):
+      assert path(per_device, fusion=fusion) == "cluster"
+  assert path(fusion="step") == "step"
+  assert path(batch_size=128) == "step"
+  assert path(optimizer="momentum", lr=0.05) != "cluster"
+  assert path(hidden=(512,)) != "cluster"
