@@ -81,9 +81,11 @@ def test_resolve_sets_the_path_once():
 @pytest.mark.parametrize("over,per_device,fusion,notice", [
     ({}, 64, "step", None),
     ({"fusion": "ops"}, 64, "ops", None),
-    ({"fusion": "epoch"}, 64, "step", None),
+    ({"fusion": "epoch"}, 64, "step", "the cluster kernel cannot train this population (it runs "
+                                      "on Hopper GPUs only)"),
+    ({"fusion": "step"}, 64, "step", None),
     ({}, 16, "ops", "faster than the population step kernels below 32"),
-    ({"fusion": "epoch"}, 16, "step", None),
+    ({"fusion": "step"}, 16, "step", None),
     ({"optimizer": "momentum", "lr": 0.1}, 64, "ops", "plain SGD"),
     ({"hidden": (64, 32)}, 64, "ops", "one hidden layer"),
     ({"batch_size": 256}, 64, "ops", "batches up to 128"),

@@ -60,10 +60,16 @@ their sums and the second warpgroup's part of z take turns in one memory (a ``Re
 CTA 0 writes each step's per-row losses and correct flags; they are added up after the launch
 in a fixed order.
 
+A population trains a cluster a network (``train_population``): the launch's grid holds one
+cluster a member (Pallas Mosaic GPU's grid counts clusters), each reading its member's
+parameters, batches and learning rate (row ROW_LR of its small parameters; the single network
+takes it as a constant) by ``lax.axis_index("member")``; the clusters share nothing, and those
+that do not fit on the GPU at once (an H100 holds 7) wait for one to finish.
+
 Checked against ``reference`` in float64 over a whole MNIST epoch, and against train_step
 (``experiments.check_kernels --only=cluster_mlp``). In every precision its epoch measured faster
 than xla's scan and than the grid-barrier epoch kernel (``mlp_epoch``), so the trainer runs it
-for this network on Hopper (``jaxshallow.fused.epoch``) with jax 0.10 / 0.11 (``lowers``). The
+for this network on Hopper (``jaxshallow.fused.epoch``), with every supported jax (``semantics``). The
 timings, the step's floor with the exchanges' share of it, and the compile's length are in
 docs/design/cluster_kernels.md. ``reference`` is its plain-jnp twin; ``profile_dir`` times its
 phases (``PHASES``, with one warpgroup) with Mosaic GPU's profiler; ``interpret=True`` runs it in
@@ -107,14 +113,23 @@ PHASES = ("forward", "partials", "exchange_1", "sum_class", "exchange_2", "read_
 
 
 def lowers() -> str | None:
-  """Why this jax cannot compile the kernel (one line), or None if it can: jax 0.12's Mosaic GPU
-  infers layouts by a search that did not finish on it (stopped after many minutes on a CPU,
-  with the pulled exchanges and the pushed; the backward's buffers sharing one memory are what it
-  stalls on)."""
-  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
-  if version >= (0, 12):
-    return f"jax {jax.__version__}'s Mosaic GPU layout inference does not finish on it"
+  """Why this jax cannot compile the kernel (one line), or None if it can. Every supported jax
+  can: see ``semantics``."""
   return None
+
+
+def semantics():
+  """The Mosaic GPU lowering semantics the kernel is compiled in. jax 0.11: Warpgroup (its
+  default), whose layout inference searched 30-40 s for this kernel (about 420 guesses, each
+  reducing a system of 2,200 constraints), for the fastest epoch measured: 6.65 ms on the H100
+  against 7.42 in Lane semantics, the same bits, one process
+  (docs/design/cluster_kernels.md). Other versions: Lane (no layout inference; lowered in 4-7 s):
+  jax 0.10's default, and jax 0.12's only choice, whose Warpgroup inference did not finish."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
+  if version == (0, 11):
+    return plgpu.LoweringSemantics.Warpgroup
+  return plgpu.LoweringSemantics.Lane
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -131,6 +146,17 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
   if jnp.dtype(dtype) != jnp.float32:
     return f"it computes in float32, not {jnp.dtype(dtype).name}"
   return None
+
+
+def _store(ref, value):
+  """``ref[...] = value`` for a shared-memory ref without tiling or swizzle, element by element
+  (an unoptimized store, as jax 0.10 and 0.11 make it; jax 0.12 asks for a bank-conflict-free
+  pattern unless told, and finds none for these)."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  if hasattr(plgpu, "store"):  # jax >= 0.12
+    plgpu.store(ref, value, optimized=False)
+  else:
+    ref[...] = value
 
 
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
@@ -261,7 +287,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       return acc[...]
     got = pl.run_scoped(products, plgpu.ACC((BATCH, UNITS + LANES), f32))
     sync()  # Every warp's part of the product is done with lhs and rhs.
-    sums[...] = got  # (in their memory)
+    _store(sums, got)  # (in their memory)
     sync()  # The rows of a part are in another warp: through shared memory.
 
     def row(r, start):  # Row r's 16 columns from start, every part's row added up
@@ -323,7 +349,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     """The logits from the CTAs' partial logits (``columns`` 0 .. 9): CTA k < 10 adds up class
     k's 16 columns in CTA order and adds b1[k], then every CTA gets the 10 sums."""
     def add_up(peers):  # This CTA's class, into its column CLASSES
-      columns.at[CLASSES][...] = functools.reduce(jnp.add, peers) + entry(b1, c)
+      _store(columns.at[CLASSES], functools.reduce(jnp.add, peers) + entry(b1, c))
 
     if ptx:  # Each column copied to the CTA that adds it up, each sum to every CTA.
       with jax.named_scope("exchange_1"):
@@ -365,7 +391,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     with jax.named_scope("partials"):
       h = jnp.maximum(z, 0.0)
       for k in range(CLASSES):
-        columns.at[k][...] = jnp.sum(h * cols(w1[k]), axis=1)
+        _store(columns.at[k], jnp.sum(h * cols(w1[k]), axis=1))
     logits = exchange(parity, b1)
     plgpu.barrier_wait(tma.at[3])  # The labels
     with jax.named_scope("softmax"):
@@ -380,8 +406,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       def _():
         plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago,
         sync()  # waited for by the thread that issued it.
-        met.at[parity, 0][...] = jnp.log(total) + top - picked
-        met.at[parity, 1][...] = jnp.where(picked >= top, 1.0, 0.0)
+        _store(met.at[parity, 0], jnp.log(total) + top - picked)
+        _store(met.at[parity, 1], jnp.where(picked >= top, 1.0, 0.0))
         plgpu.commit_smem()
         plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[m, s])
 
@@ -421,8 +447,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles of the last step
     meet(4)  # No CTA leaves while a peer may still read its buffers.
     for k in range(CLASSES):
-      small.at[k][...] = w1[k]
-    small.at[ROW_B1][...] = b1  # The same in every CTA.
+      _store(small.at[k], w1[k])
+    _store(small.at[ROW_B1], b1)  # The same in every CTA.
     plgpu.commit_smem()
     plgpu.copy_smem_to_gmem(w0p, w0p_out.at[m, c])
     plgpu.copy_smem_to_gmem(small, small_out.at[m, c])
@@ -430,7 +456,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
   def second():  # W0's tiles split .. 12: their update, and their part of the next forward
     def z_part():  # Its tiles' part of z, into zb, once the batch's tiles are in.
-      zb[...] = forward(split, TILES)
+      _store(zb, forward(split, TILES))
       sync()  # For the first warpgroup (before the arrival)
 
     def tiles(s, ws):
@@ -464,7 +490,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.
-  params = {"unsafe_no_auto_barriers": True}
+  params = {"unsafe_no_auto_barriers": True, "lowering_semantics": semantics()}
   if profile_dir:  # Each scope takes 4 entries a step, the header 3.
     params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
   f32, bf16 = jnp.float32, jnp.bfloat16
