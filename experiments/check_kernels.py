@@ -547,8 +547,9 @@ def cluster_population_cases(rng, members=3, steps=CLUSTER_MLP_STEPS[-1]):
   y = jnp.asarray(rng.integers(0, cluster_mlp_mgpu.CLASSES, n).astype(np.int32))
   orders = np.stack([rng.permutation(n) for _ in range(members)]).astype(np.int32)
   lrs = np.asarray([0.05, 0.1, 0.2][:members] + [0.1] * (members - 3), np.float32)
-  params = [mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths)
-            for _ in range(members)]
+  params = [jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape), a.dtype),
+                         mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths))
+            for _ in range(members)]  # biases off 0, as in the single network's cases
   stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
 
   @jax.jit

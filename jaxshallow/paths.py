@@ -16,8 +16,8 @@ picks, among the paths that can, the one to take, and says why in one line. The 
 
 and inside the op kernels, per layer: the dense layer's Hopper tiles (``ops.dense_mgpu``) for
 large batches, and the output layer fused with its loss (``ops.dense_xent``) where the classes
-fit. A population (``jaxshallow.population``) takes its own step kernels or the op kernels under
-``vmap``. Each rule below was measured on an H100; docs/design/ has the figures.
+fit. A population (``jaxshallow.population``) takes, on Hopper, a cluster kernel a member for
+the reference MLP, else its own step kernels or the op kernels under ``vmap``. Each rule below was measured on an H100; docs/design/ has the figures.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ log = logging.getLogger("jaxshallow")
 
 
 class Path(NamedTuple):
-  fusion: str  # What train.train_epoch's ``fusion`` takes: "ops", "step", "epoch" or "xla".
+  # What train.train_epoch's ``fusion`` takes: "ops", "step", "epoch" or "xla"; for a
+  # population (population.train_epoch) also "cluster".
+  fusion: str
   why: str  # One line: why this path (empty where it is the model's own default).
 
 
@@ -214,8 +216,8 @@ def population(cfg, per_device: int) -> Path:
     if why is None:
       return Path("cluster", "")
     if cfg.fusion == "epoch":
-      log.warning("the cluster kernel cannot train this population (%s): the population "
-                  "step kernels train it", why)
+      log.warning("the cluster kernel cannot train this population (%s): trying the "
+                  "population step kernels", why)
   # The CNN: its own step kernels under vmap, at any size.
   kernels = "CNN's step kernels" if cfg.model == "cnn" else "population step kernels"
   if cfg.blocks is not None:
@@ -234,6 +236,6 @@ def population(cfg, per_device: int) -> Path:
   if cfg.fusion is None and per_device < STEP_KERNELS_FROM:
     why = (f"{per_device} members a device run the Pallas op kernels under vmap, faster than "
            f"the population step kernels below {STEP_KERNELS_FROM}")
-    log.warning("%s (--fusion=epoch to use them anyway)", why)
+    log.warning("%s (--fusion=step to use them anyway)", why)
     return Path("ops", why)
   return Path("step", "")

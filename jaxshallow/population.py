@@ -68,7 +68,8 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
   """One epoch of every member: ``orders`` (members, n) and ``lrs`` (members,) are each
   member's own. Returns ``(params, opt_state, metrics)``, each metric one value per member.
   ``fusion="step"``: the population step kernels (see the module's docstring), for the CNN its
-  own step kernels under ``vmap``; ``"xla"``: the xla impl's ops whatever ``impl`` says."""
+  own step kernels under ``vmap``; ``"cluster"``: a cluster kernel a member (Hopper, the
+  reference MLP, uint8 images); ``"xla"``: the xla impl's ops whatever ``impl`` says."""
   if fusion == "xla":
     impl, fusion = "xla", "ops"
   if fusion == "step" and model.name == "cnn":
@@ -94,8 +95,10 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
   if fusion == "cluster":
     widths = (params[0]["w"].shape[1], *(layer["w"].shape[-1] for layer in params))
     why = (impl != "pallas" and "it is a Pallas kernel (impl='pallas')") or (
+        images.dtype != jnp.uint8 and f"it takes uint8 pixels, not {images.dtype}") or (
         fused_population.cluster_problem(model.name, widths, optimizer, batch_size,
-                                         all("b" in layer for layer in params)))
+                                         all("b" in layer for layer in params),
+                                         dtype=params[0]["w"].dtype))
     if why:
       raise ValueError(f"fusion='cluster' cannot train this population: {why}")
     train.check_inputs(member(params, 0), images, labels, models.MLP,

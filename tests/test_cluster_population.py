@@ -81,3 +81,25 @@ def test_population_path_takes_the_cluster_kernel_where_it_can(monkeypatch):
   assert path(batch_size=128) == "step"
   assert path(optimizer="momentum", lr=0.05) != "cluster"
   assert path(hidden=(512,)) != "cluster"
+
+
+def test_what_the_cluster_path_cannot_take_is_one_line(monkeypatch):
+  """fusion="cluster" refuses float images (the kernel takes uint8 pixels as bfloat16 integers)
+  and float64 params in one line, before any kernel is built."""
+  from jaxshallow import population as pop
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  monkeypatch.setattr(cluster_mlp_mgpu, "lowers", lambda: None)
+  params = pop.init_params(lambda key: mlp.init_mlp(key, (784, 256, 10)), [0, 1])
+  images, labels = np.zeros((70, 28, 28), np.uint8), np.zeros(70, np.int32)
+  orders, lrs = np.stack([np.arange(70)] * 2).astype(np.int32), np.full(2, 0.1, np.float32)
+  run = lambda p, x: pop._epoch(p, None, jnp.asarray(x), jnp.asarray(labels), jnp.asarray(orders),
+                                jnp.asarray(lrs), optimizer="sgd", momentum=0.9, batch_size=64,
+                                impl="pallas", fusion="cluster")
+  with pytest.raises(ValueError, match="it takes uint8 pixels, not float32") as e:
+    run(params, images.astype(np.float32))
+  assert "\n" not in str(e.value)
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
+    with pytest.raises(ValueError, match="float32, not float64") as e:
+      run(p64, images)
+  assert "\n" not in str(e.value)

@@ -97,3 +97,21 @@ def test_fusion_epoch_refuses_what_it_cannot_train():
     with pytest.raises(ValueError, match=match):
       train.train_epoch(params, tx.init(params), images, labels, order, tx=tx, batch_size=64,
                         impl="pallas", fusion="epoch")
+
+
+def test_float_images_never_reach_the_cluster_kernel():
+  """The MLP's cluster kernel takes uint8 pixels (integers in bfloat16): given float images, the
+  epoch runs the grid kernel instead, with its results (not pixels 255 times too small)."""
+  from jaxshallow.fused import epoch as fused_epoch
+  rng = np.random.default_rng(1)
+  x = rng.random((70, 28, 28), np.float32)
+  y = rng.integers(0, 10, 70).astype(np.int32)
+  order = rng.permutation(70).astype(np.int32)
+  tx = make_optimizer("sgd", 0.1)
+  params = init_mlp(jax.random.key(0), (784, 16, 10))
+  got = {kernel: fused_epoch.run(params, tx.init(params), jnp.asarray(x), jnp.asarray(y),
+                                 jnp.asarray(order), tx=tx, steps=2, batch_size=32,
+                                 precision="float32", model=models.MLP, kernel=kernel)
+         for kernel in ("cluster_mlp", "grid")}
+  for a, b in zip(jax.tree.leaves(got["cluster_mlp"]), jax.tree.leaves(got["grid"])):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

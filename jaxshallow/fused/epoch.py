@@ -103,6 +103,8 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   if why:
     raise ValueError(f"fusion='epoch' cannot train this: {why}")
   x = images.reshape(images.shape[0], -1)
+  if kernel == "cluster_mlp" and x.dtype != jnp.uint8:
+    kernel = "grid"  # The cluster kernel takes uint8 pixels (integers, exact in bfloat16).
   if kernel == "cluster_epoch":
     params, losses = cluster_epoch_mgpu.train_epoch(params, x, labels, order, tx.lr,
                                                     steps=steps, use_kernel=True)

@@ -1,8 +1,12 @@
-"""One member's epoch through the population step kernels (``pallas_kernels.fused.
-population_step``), for ``jaxshallow.population`` to ``vmap`` over the members: each step the
-output layer's update, then the hidden layer's update fused with the next batch's forward
-product, which moves the members' hidden-layer weights through memory twice a step where the
-op kernels under ``vmap`` move them three times.
+"""A population's epoch through fused kernels, for ``jaxshallow.population``:
+
+- ``train_epoch``: one member's epoch through the population step kernels
+  (``pallas_kernels.fused.population_step``), to ``vmap`` over the members: each step the output
+  layer's update, then the hidden layer's update fused with the next batch's forward product,
+  which moves the members' hidden-layer weights through memory twice a step where the op kernels
+  under ``vmap`` move them three times.
+- ``train_epoch_clusters``: every member's epoch through the single network's cluster kernel
+  (``cluster_mlp_mgpu``, Hopper), a thread-block cluster a member, in one launch.
 """
 
 from __future__ import annotations
