@@ -17,7 +17,8 @@ picks, among the paths that can, the one to take, and says why in one line. The 
 and inside the op kernels, per layer: the dense layer's Hopper tiles (``ops.dense_mgpu``) for
 large batches, and the output layer fused with its loss (``ops.dense_xent``) where the classes
 fit. A population (``jaxshallow.population``) takes, on Hopper, a cluster kernel a member for
-the reference MLP, else its own step kernels or the op kernels under ``vmap``. Each rule below was measured on an H100; docs/design/ has the figures.
+the reference MLP, else its own step kernels or the op kernels under ``vmap``. Each rule below
+was measured on an H100; docs/design/ has the figures.
 """
 
 from __future__ import annotations

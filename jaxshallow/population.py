@@ -31,7 +31,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxshallow import models, train
 from jaxshallow.devices.placement import gather
-from jaxshallow.fused import population as fused_population
+from jaxshallow.fused import epoch as fused_epoch, population as fused_population
 
 AXIS = "members"
 
@@ -93,7 +93,7 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
                                                                     orders, lrs)
     return params, opt_state, metrics
   if fusion == "cluster":
-    widths = (params[0]["w"].shape[1], *(layer["w"].shape[-1] for layer in params))
+    widths = fused_epoch.widths_of(member(params, 0))
     why = (impl != "pallas" and "it is a Pallas kernel (impl='pallas')") or (
         images.dtype != jnp.uint8 and f"it takes uint8 pixels, not {images.dtype}") or (
         fused_population.cluster_problem(model.name, widths, optimizer, batch_size,

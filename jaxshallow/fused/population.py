@@ -108,9 +108,11 @@ def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int
     return cm.train_population(p, xs, onehot, lr.astype(p[0]["w"].dtype), precision, twin=twin)
 
   args = (jax.tree.map(padded, params), padded(orders), padded(jnp.asarray(lrs)))
-  out = chunk(jax.tree.map(lambda a: a[0], args)) if chunks == 1 else jax.lax.map(chunk, args)
-  if chunks > 1:
-    out = jax.tree.map(lambda a: a.reshape(chunks * size, *a.shape[2:])[:members], out)
+  if chunks == 1:
+    out = chunk(jax.tree.map(lambda a: a[0], args))
+  else:
+    out = jax.tree.map(lambda a: a.reshape(chunks * size, *a.shape[2:])[:members],
+                       jax.lax.map(chunk, args))
   params, losses, correct = out
   metrics = jax.vmap(lambda l, c: fused_epoch.epoch_metrics(l, c, batch_size))(losses, correct)
   return params, metrics

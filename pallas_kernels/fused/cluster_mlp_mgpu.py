@@ -599,13 +599,22 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
   ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
   kernel then runs one warpgroup, as in the interpreter)."""
-  steps = xs.shape[0]
-  call = _call(steps, float(lr), PARTS[precision], interpret, profile_dir)
-  w0p, small = _pack(params)
-  w0p, small, metrics = call(w0p[None], small[None], jnp.eye(LANES, dtype=jnp.float32),
-                             xs[None], onehot[None])
-  losses = jax.vmap(common.fixed_order_mean)(metrics[0, :, 0])  # The same bits in every process.
-  return _unpack(w0p[0], small[0]), losses, jnp.sum(metrics[0, :, 1], axis=1).astype(jnp.int32)
+  call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir)
+  one = lambda a: a[None]  # A population of one; its learning rate is the kernel's constant.
+  params, losses, correct = _launch(call, jax.tree.map(one, params), jnp.zeros(1, jnp.float32),
+                                    one(xs), one(onehot))
+  return jax.tree.map(lambda a: a[0], params), losses[0], correct[0]
+
+
+def _launch(call, params, lrs, xs, onehot):
+  """``call`` (a ``_call`` kernel) on stacked params, learning rates, batches and labels: the
+  members' params, losses (members, steps) and correct counts (members, steps)."""
+  w0p, small = jax.vmap(_pack)(params, lrs)
+  w0p, small, metrics = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
+  # The same bits in every process: a fixed order of adds.
+  losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
+  correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
+  return jax.vmap(_unpack)(w0p, small), losses, correct
 
 
 def train_population(params, xs, onehot, lrs, precision: str = "float32", twin: bool = False):
@@ -619,12 +628,7 @@ def train_population(params, xs, onehot, lrs, precision: str = "float32", twin: 
     return jax.vmap(reference)(params, xs.astype(params[0]["w"].dtype),
                                onehot.astype(params[0]["w"].dtype), lrs)
   members, steps = xs.shape[:2]
-  call = _call(steps, None, PARTS[precision], members=members)
-  w0p, small = jax.vmap(_pack)(params, lrs)
-  w0p, small, metrics = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
-  losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
-  correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
-  return jax.vmap(_unpack)(w0p, small), losses, correct
+  return _launch(_call(steps, None, PARTS[precision], members=members), params, lrs, xs, onehot)
 
 
 
