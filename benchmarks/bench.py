@@ -244,8 +244,8 @@ def measure(case: Case, *, warm_up: bool = True, more_seeds=()) -> dict:
   init = jax.tree.map(np.asarray, trainers.init_params(cfg, ds))  # Host copies: reusable.
   trainer = make_trainer(case, ds, init)
   compile_s = trainer.compile()
-  if case.impl != "numpy" and warm_up:  # Warm up, then start again from the same weights.
-    trainer.run_epoch(0)
+  if case.impl != "numpy" and warm_up:  # Warm up (one call), then start again from the start.
+    runner.timed_epochs(trainer, getattr(trainer, "epochs_per_call", 1))
     trainer.set_params(init)
   runs = []
   for r in range(case.repeats):
@@ -262,6 +262,7 @@ def measure(case: Case, *, warm_up: bool = True, more_seeds=()) -> dict:
       fusion=cfg.fusion,  # None but for pallas.
       path=paths.describe(cfg) if case.impl in ("xla", "pallas") else case.impl,
       optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs,
+      epochs_per_call=getattr(trainer, "epochs_per_call", 1),
       n_train=len(ds.train_labels),
       repeats=case.repeats, train_time_s=total, epoch_time_s=total / epochs,
       steps_per_s=steps / total, samples_per_s=steps * cfg.batch_size / total,

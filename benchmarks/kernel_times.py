@@ -156,7 +156,7 @@ def kernel_rows(batch, hidden, precision, calls, triton_blocks=None):
 def step_row(impl: str, batch: int, precision: str) -> dict:
   """One profiled epoch of the MLP's training with ``impl``'s op kernels."""
   cfg = config.resolve(config.Config(impl=impl, model="mlp", batch_size=batch, epochs=2,
-                                     precision=precision,
+                                     precision=precision, epochs_per_call=1,
                                      fusion="ops" if impl == "pallas" else None))
   ds = runner.load_data(cfg)
   trainer = trainers.make_trainer(cfg, ds)

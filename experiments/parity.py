@@ -59,7 +59,9 @@ RATIO, SLACK = 2.0, 1e-6
 
 def compare(cfg_ref: config.Config, cfg_new: config.Config, log=print) -> dict:
   ds = runner.load_data(cfg_ref)
-  ref, new, lock = (trainers.make_trainer(c, ds) for c in (cfg_ref, cfg_new, cfg_new))
+  # Epoch by epoch: one epoch a compiled call.
+  ref, new, lock = (trainers.make_trainer(dataclasses.replace(c, epochs_per_call=1), ds)
+                    for c in (cfg_ref, cfg_new, cfg_new))
   for t in (ref, new, lock):
     t.compile()
   rows = []
@@ -105,7 +107,7 @@ def float64_distances(cfgs, seeds, log=print) -> dict:
         blocks=None), ds)
     checked = []
     for cfg in cfgs:
-      t = trainers.make_trainer(dataclasses.replace(cfg, seed=seed), ds)
+      t = trainers.make_trainer(dataclasses.replace(cfg, seed=seed, epochs_per_call=1), ds)
       if cfg.impl in compiled:
         t.fn = compiled[cfg.impl]  # The same shapes: no second compile.
       else:

@@ -1,7 +1,8 @@
 """Training and evaluation as pure, jit-able functions (the Flax MNIST example's shape).
 
 ``train_step`` does one SGD-family update; ``train_epoch`` runs a whole epoch as one compiled
-``lax.scan`` with the data resident on the device; ``evaluate`` gives loss and accuracy.
+``lax.scan`` with the data resident on the device (``train_epochs`` several epochs in one call);
+``evaluate`` gives loss and accuracy.
 
 Partial batches: an epoch takes ``len(order) // batch_size`` full batches from a fresh permutation
 and skips the remaining ``len(order) % batch_size`` examples (32 of MNIST's 60,000 at batch 64).
@@ -139,6 +140,25 @@ def train_step(params, opt_state, batch, *, tx, impl: str = "xla", precision: st
   return params, opt_state, metrics
 
 
+def check_epoch(params, images, labels, order, batch_size: int, model) -> None:
+  """ValueError (one line) where an epoch's arguments do not fit together."""
+  check_inputs(params, images, labels, model, names=("images", "labels"))
+  if jnp.ndim(order) != 1 or not jnp.issubdtype(jnp.result_type(order), jnp.integer):
+    raise ValueError(f"order must be a 1-D array of integer indices into images, got shape "
+                     f"{jnp.shape(order)} and dtype {jnp.result_type(order)}")
+  if not 1 <= batch_size <= order.shape[0]:
+    raise ValueError(f"batch_size must be between 1 and len(order) = {order.shape[0]}, got "
+                     f"{batch_size}")
+
+
+def _epoch_kernel(params, tx, batch_size: int, precision: str, model) -> str:
+  """The epoch kernel ``paths.epoch_kernel`` picks for this network."""
+  return paths.epoch_kernel(
+      fused_epoch.widths_of(params), batch_size, head=model.loss, bias="b" in params[0],
+      optimizer=fused_epoch.optimizer_name(tx, "epoch"), precision=precision,
+      dtype=params[0]["w"].dtype)
+
+
 def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, impl: str = "xla",
            precision: str = "float32", model=models.MLP, blocks=None, unroll: int = 1,
            fusion: str = "ops"):
@@ -150,13 +170,7 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
 
   Returns ``(params, opt_state, metrics)`` with each metric averaged over the epoch's steps.
   """
-  check_inputs(params, images, labels, model, names=("images", "labels"))
-  if jnp.ndim(order) != 1 or not jnp.issubdtype(jnp.result_type(order), jnp.integer):
-    raise ValueError(f"order must be a 1-D array of integer indices into images, got shape "
-                     f"{jnp.shape(order)} and dtype {jnp.result_type(order)}")
-  if not 1 <= batch_size <= order.shape[0]:
-    raise ValueError(f"batch_size must be between 1 and len(order) = {order.shape[0]}, got "
-                     f"{batch_size}")
+  check_epoch(params, images, labels, order, batch_size, model)
   steps = order.shape[0] // batch_size
   if fusion == "xla":
     impl, fusion = "xla", "ops"
@@ -167,11 +181,8 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
     kw = dict(tx=tx, steps=steps, batch_size=batch_size, precision=precision, model=model)
     if fusion == "step":
       return fused_step.run(params, opt_state, images, labels, order, **kw)
-    kernel = paths.epoch_kernel(
-        fused_epoch.widths_of(params), batch_size, head=model.loss, bias="b" in params[0],
-        optimizer=fused_epoch.optimizer_name(tx, "epoch"), precision=precision,
-        dtype=params[0]["w"].dtype)
-    return fused_epoch.run(params, opt_state, images, labels, order, kernel=kernel, **kw)
+    return fused_epoch.run(params, opt_state, images, labels, order,
+                           kernel=_epoch_kernel(params, tx, batch_size, precision, model), **kw)
   if fusion != "ops":
     raise ValueError(f"fusion must be 'ops', 'epoch', 'step' or 'xla', got {fusion!r}")
   batches = order[:steps * batch_size].reshape(steps, batch_size)
@@ -187,10 +198,40 @@ def _epoch(params, opt_state, images, labels, order, *, tx, batch_size: int, imp
   return params, opt_state, jax.tree.map(fixed_order_mean, metrics)
 
 
+def _epochs(params, opt_state, images, labels, orders, **static):
+  """Several epochs in one call: ``orders`` holds one epoch's order a row, and each metric
+  comes back with one value an epoch. For short epochs (a small data set, large batches),
+  where dispatching each epoch from the host would cost more than the epoch itself."""
+  if jnp.ndim(orders) != 2:
+    raise ValueError(f"orders must hold one epoch's order a row (2-D), got shape "
+                     f"{jnp.shape(orders)}")
+  if static.get("impl") == "pallas" and static.get("fusion") == "epoch":
+    return _fused_epochs(params, opt_state, images, labels, orders, **static)
+
+  def body(carry, order):
+    p, s, metrics = _epoch(*carry, images, labels, order, **static)
+    return (p, s), metrics
+
+  (params, opt_state), metrics = lax.scan(body, (params, opt_state), orders)
+  return params, opt_state, metrics
+
+
+def _fused_epochs(params, opt_state, images, labels, orders, *, tx, batch_size, precision,
+                  model, **_):
+  """The epochs through one launch of the epoch kernel (``jaxshallow.fused.epoch``)."""
+  check_epoch(params, images, labels, orders[0], batch_size, model)
+  return fused_epoch.run_epochs(
+      params, opt_state, images, labels, orders, tx=tx, steps=orders.shape[1] // batch_size,
+      batch_size=batch_size, precision=precision, model=model,
+      kernel=_epoch_kernel(params, tx, batch_size, precision, model))
+
+
 _EPOCH_STATIC = STATIC + ("batch_size", "unroll", "fusion")
 # ``params`` and ``opt_state`` are donated: their buffers are reused for the results.
 train_epoch = jax.jit(_epoch, static_argnames=_EPOCH_STATIC, donate_argnums=(0, 1))
 train_epoch_no_donate = jax.jit(_epoch, static_argnames=_EPOCH_STATIC)
+train_epochs = jax.jit(_epochs, static_argnames=_EPOCH_STATIC, donate_argnums=(0, 1))
+train_epochs_no_donate = jax.jit(_epochs, static_argnames=_EPOCH_STATIC)
 
 
 def step_on_indices(params, opt_state, images, labels, idx, **static):

@@ -95,6 +95,33 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
         precision: str, model, kernel: str = "grid"):
   """One epoch through ``kernel`` (``paths.epoch_kernel``'s choice: "grid", "cluster_mlp" or
   "cluster_epoch"); the other arguments are those of ``train.train_epoch``."""
+  params, opt_state, losses, correct = _train(
+      params, opt_state, images, labels, order, tx=tx, steps=steps, batch_size=batch_size,
+      precision=precision, model=model, kernel=kernel)
+  return params, opt_state, epoch_metrics(losses, correct, batch_size, model.loss == "xent")
+
+
+def run_epochs(params, opt_state, images, labels, orders, *, tx, steps: int, batch_size: int,
+               precision: str, model, kernel: str = "grid"):
+  """Several epochs through one launch: ``orders`` holds one epoch's order a row, and their
+  batches run one after another as one long epoch (the same steps, in the same order, as a
+  launch an epoch); each metric comes back with one value an epoch."""
+  epochs = orders.shape[0]
+  flat = orders[:, :steps * batch_size].reshape(-1)
+  params, opt_state, losses, correct = _train(
+      params, opt_state, images, labels, flat, tx=tx, steps=epochs * steps,
+      batch_size=batch_size, precision=precision, model=model, kernel=kernel)
+  xent = model.loss == "xent"
+  rows = lambda v: None if v is None else v.reshape(epochs, steps)
+  metrics = jax.vmap(lambda l, c: epoch_metrics(l, c, batch_size, xent))(
+      rows(losses), rows(correct))
+  return params, opt_state, metrics
+
+
+def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
+           precision: str, model, kernel: str):
+  """``steps`` steps on ``order``'s batches; returns params, opt_state and each step's loss
+  and correct count (None for the regression net)."""
   from pallas_kernels import common
   from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu, mlp_epoch
   name = optimizer_name(tx, "epoch")
@@ -108,11 +135,11 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   if kernel == "cluster_epoch":
     params, losses = cluster_epoch_mgpu.train_epoch(params, x, labels, order, tx.lr,
                                                     steps=steps, use_kernel=True)
-    return params, opt_state, epoch_metrics(losses, None, batch_size, xent=False)
+    return params, opt_state, losses, None
   if kernel == "cluster_mlp":
     params, losses, correct = cluster_mlp_mgpu.train_epoch(params, x, labels, order, tx.lr,
                                                            steps=steps, precision=precision)
-    return params, opt_state, epoch_metrics(losses, correct, batch_size)
+    return params, opt_state, losses, correct
   momentum = name == "momentum"
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
                              momentum=momentum, precision=precision,
@@ -123,5 +150,4 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   params, velocities, losses, correct = mlp_epoch.train_epoch(
       params, velocities, x, y, order, tx.lr, tx.momentum, plan=plan, fused=not interpret,
       interpret=interpret)
-  return (params, with_velocities(opt_state, velocities),
-          epoch_metrics(losses, correct, batch_size, xent=model.loss == "xent"))
+  return params, with_velocities(opt_state, velocities), losses, correct

@@ -93,8 +93,13 @@ class Config:
   donate: bool = setting(True, "Donate params and optimizer state to each update.")
   sync: str = setting("epoch", "epoch: fetch the loss once an epoch; step: after every step "
                       "(needs --dispatch=loop).")
-  sync_every: int = setting(1, "With --sync=epoch: bring the losses to the host every N epochs "
-                            "only.")
+  sync_every: int = setting(1, "With --sync=epoch: bring the losses to the host every N calls "
+                            "(of --epochs_per_call epochs) only.")
+  epochs_per_call: int = setting(0, "Epochs compiled into one call, their losses brought back "
+                                 "together (--dispatch=scan); 0: as many as make about 1,000 "
+                                 "steps a call, a divisor of --epochs (1 for MNIST at batch 64).",
+                                 applies=(lambda c: c.dispatch == "scan",
+                                          "applies to --dispatch=scan"))
   overlap: bool = setting(True, "Dispatch the next two epochs before waiting for this one's "
                           "loss (the host two epochs behind the device); --nooverlap: wait, "
                           "then dispatch.")
@@ -177,9 +182,17 @@ def validate(cfg: Config) -> None:
        "streamed data and per-step metrics need --dispatch=loop (a scan runs on the device)"),
       (cfg.sync_every >= 1, f"sync_every must be at least 1, got {cfg.sync_every}"),
       (cfg.sync_every == 1 or cfg.sync == "epoch", "--sync_every needs --sync=epoch"),
+      (cfg.epochs_per_call >= 0,
+       f"epochs_per_call must be at least 0 (0: chosen by steps), got {cfg.epochs_per_call}"),
+      (cfg.epochs_per_call <= 1 or cfg.dispatch == "scan",
+       "--epochs_per_call needs --dispatch=scan (a loop dispatches each step)"),
+      (cfg.epochs_per_call <= 1 or not cfg.data_parallel,
+       "--data_parallel runs one epoch a call; give --epochs_per_call=1 or leave it out"),
       (cfg.impl != "numpy" or (cfg.dispatch, cfg.placement, cfg.sync, cfg.unroll, cfg.donate,
                                cfg.sync_every) == ("scan", "resident", "epoch", 1, True, 1),
        "the techniques apply to xla and pallas only"),
+      (cfg.impl != "numpy" or cfg.epochs_per_call <= 1,
+       "--epochs_per_call applies to xla, pallas and triton (numpy runs on the host)"),
       (cfg.blocks is None or cfg.impl == "pallas", "--blocks applies to --impl=pallas only"),
       (cfg.fusion in (None, "epoch", "step", "ops", "xla"),
        f"fusion must be epoch, step, ops or xla, got {cfg.fusion!r}"),

@@ -19,7 +19,23 @@ from jaxshallow.run.trainer_base import TrainerState, layer_sizes
 # initial weights) or not at all: runs that differ only in them share its cache entry.
 NOT_IN_PROGRAM = {"seed", "epochs", "data_dir", "dataset", "train_limit", "test_limit",
                   "holdout", "sync_every", "overlap", "given", "compilation_cache", "devices",
-                  "numpy_dtype"}
+                  "numpy_dtype", "epochs_per_call"}
+# With --epochs_per_call=0, epochs go into one call until it holds about this many steps: an
+# epoch of MNIST at batch 64 (937 steps) is a call of its own, the regression net's small and
+# medium sets (1 and 10 steps) train all their epochs in one.
+STEPS_PER_CALL = 1000
+
+
+def epochs_per_call(cfg: Config, steps: int) -> int:
+  """The epochs of one compiled call: ``cfg.epochs_per_call``, or, for 0, the largest divisor
+  of the epochs with at most ``STEPS_PER_CALL`` steps in all (at least 1), so that every call
+  has the same shape and one compile serves the run."""
+  if cfg.epochs_per_call:
+    return cfg.epochs_per_call
+  if cfg.dispatch != "scan" or cfg.data_parallel:
+    return 1
+  most = max(1, STEPS_PER_CALL // max(steps, 1))
+  return max(k for k in range(1, min(most, cfg.epochs) + 1) if cfg.epochs % k == 0)
 
 
 class JaxTrainer(TrainerState):
@@ -36,8 +52,13 @@ class JaxTrainer(TrainerState):
                  "test": self._put((ds.test_images, ds.test_labels))}
     orders = [train.epoch_order(cfg.seed, e, len(ds.train_labels)) for e in range(cfg.epochs)]
     steps, bs = len(ds.train_labels) // cfg.batch_size, cfg.batch_size
+    self.epochs_per_call = k = epochs_per_call(cfg, steps)
     if cfg.dispatch == "scan":
       self.orders = [self._put(o) for o in orders]
+      # One (k, n) array a call; the last call may hold fewer epochs (an explicit k that does
+      # not divide the epochs): it compiles once more.
+      self.calls = ([self._put(np.stack(orders[i:i + k])) for i in range(0, cfg.epochs, k)]
+                    if k > 1 else None)
     elif cfg.placement == "resident":  # Each step's indices on the device before timing.
       self.orders = [[jax.device_put(o[s * bs:(s + 1) * bs]) for s in range(steps)]
                      for o in orders]
@@ -47,6 +68,7 @@ class JaxTrainer(TrainerState):
                        precision=cfg.precision, model=models.BY_NAME[cfg.model],
                        blocks=cfg.blocks)
     self.fn, self.tune_time_s, self.eval_fns = None, 0.0, {}
+    self.fn_last = self.fn_one = None  # Compiled only where a run needs them.
 
   def _autotune(self):
     """Tune the Pallas dense kernels for this model's shapes before the first trace."""
@@ -67,15 +89,7 @@ class JaxTrainer(TrainerState):
           self.params, self.opt_state, *self.data["train"], self.orders[0], tx=self.tx,
           batch_size=self.cfg.batch_size, the_mesh=self.mesh, **self.static).compile()
     elif self.cfg.dispatch == "scan":
-      epoch = train.train_epoch if self.cfg.donate else train.train_epoch_no_donate
-      self.fn = compile_cache.compile(
-          epoch, (self.params, self.opt_state, *self.data["train"], self.orders[0]),
-          dict(tx=self.tx, batch_size=self.cfg.batch_size, unroll=self.cfg.unroll,
-               fusion=self.cfg.fusion or "ops", **self.static),
-          donate=(0, 1) if self.cfg.donate else (), settings=self._settings("epoch"),
-          exportable=self.cfg.impl != "triton",
-          what=f"the {self.cfg.impl} epoch" + (f" on the {paths.describe(self.cfg)}"
-                                               if self.cfg.impl == "pallas" else ""))
+      self.fn = self._compile_scan(self.calls[0] if self.calls else self.orders[0])
     else:
       streamed = self.cfg.placement == "streamed"
       step = train.jit_step(train.step_on_batch if streamed else train.step_on_indices,
@@ -85,6 +99,24 @@ class JaxTrainer(TrainerState):
       self.fn = step.lower(self.params, self.opt_state, *example, tx=self.tx,
                            **self.static).compile()
     return time.perf_counter() - t0
+
+  def _compile_scan(self, orders):
+    """The compiled epoch (``orders`` of one epoch) or epochs (one epoch's order a row)."""
+    several = orders.ndim == 2
+    if several:
+      fn = train.train_epochs if self.cfg.donate else train.train_epochs_no_donate
+    else:
+      fn = train.train_epoch if self.cfg.donate else train.train_epoch_no_donate
+    what = f"the {self.cfg.impl} epoch" + ("s" if several else "")
+    if self.cfg.impl == "pallas":
+      what += f" on the {paths.describe(self.cfg)}"
+    return compile_cache.compile(
+        fn, (self.params, self.opt_state, *self.data["train"], orders),
+        dict(tx=self.tx, batch_size=self.cfg.batch_size, unroll=self.cfg.unroll,
+             fusion=self.cfg.fusion or "ops", **self.static),
+        donate=(0, 1) if self.cfg.donate else (),
+        settings=self._settings("epochs" if several else "epoch"),
+        exportable=self.cfg.impl != "triton", what=what)
 
   def _settings(self, program: str) -> str | None:
     """What, beside the arguments' shapes and the source, makes this trainer's ``program``:
@@ -117,11 +149,40 @@ class JaxTrainer(TrainerState):
     """One epoch; returns its mean training loss once it is on the host."""
     return float(self.start_epoch(e))
 
+  def start_epochs(self, epochs: range) -> list:
+    """``epochs`` (whole calls of ``epochs_per_call``, from a multiple of it), dispatched;
+    returns their mean training losses as device values, one array a call, so that the host can
+    dispatch more before it waits (``overlap``, ``sync_every``)."""
+    k = self.epochs_per_call
+    if k == 1:
+      return [self.start_epoch(e) for e in epochs]
+    if epochs.start % k:
+      raise ValueError(f"calls hold {k} epochs: start at a multiple of {k}, not {epochs.start}")
+    losses = []
+    for c in range(epochs.start // k, -(-epochs.stop // k)):
+      fn = self.fn if self.calls[c].shape == self.calls[0].shape else self._last_call_fn()
+      self.params, self.opt_state, metrics = fn(
+          self.params, self.opt_state, *self.data["train"], self.calls[c])
+      losses.append(metrics["loss"])
+    return losses
+
+  def _last_call_fn(self):
+    if self.fn_last is None:
+      self.fn_last = self._compile_scan(self.calls[-1])
+    return self.fn_last
+
+  def _one_epoch_fn(self):
+    """An epoch a call, for ``start_epoch`` where calls hold several (compiled when asked)."""
+    if self.fn_one is None:
+      self.fn_one = self._compile_scan(self.orders[0])
+    return self.fn_one
+
   def start_epoch(self, e: int):
     """One epoch, dispatched; returns its mean training loss as a device value, so that
     the host can dispatch more epochs before it waits (``overlap``, ``sync_every``)."""
     if self.cfg.dispatch == "scan":
-      self.params, self.opt_state, metrics = self.fn(
+      fn = self.fn if self.epochs_per_call == 1 else self._one_epoch_fn()
+      self.params, self.opt_state, metrics = fn(
           self.params, self.opt_state, *self.data["train"], self.orders[e])
       return metrics["loss"]
     losses, streamed = [], self.cfg.placement == "streamed"

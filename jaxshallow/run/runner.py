@@ -84,6 +84,7 @@ def _train(cfg: Config, log) -> dict:
             "n_train": len(ds.train_labels), "n_test": len(ds.test_labels),
             "evaluated_on": "holdout" if cfg.holdout else "test",
             "steps_per_epoch": len(ds.train_labels) // cfg.batch_size,
+            "epochs_per_call": getattr(trainer, "epochs_per_call", 1),
             "path": paths.describe(cfg),
             "compile_time_s": trainer.compile()}
   result["epoch_time_s"], result["epoch_loss"] = timed_epochs(
@@ -123,29 +124,34 @@ AHEAD = 2
 
 
 def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True, log=None):
-  """Train ``epochs`` epochs, bringing the losses to the host every ``sync_every`` epochs.
+  """Train ``epochs`` epochs, bringing the losses to the host every ``sync_every`` calls of
+  the trainer's ``epochs_per_call`` epochs (1 where it has none).
 
   Returns per-epoch wall times and mean losses. With ``overlap`` the host keeps ``AHEAD``
   more groups of epochs dispatched before it waits for a group's losses, so the device never
   idles while the host reads them; a group's time then runs from the previous group's losses
   on the host to its own (the first from the start), and their sum is the wall time of the
   whole run. Without it the host waits, then dispatches. Each epoch of a group gets the
-  group's mean time. Stops after the first group with a NaN or infinite loss (diverged); with
-  ``overlap`` the trainer has then run up to ``AHEAD`` groups more, whose losses are not
-  reported. A trainer whose ``start_epoch`` runs the epoch before it returns (``asynchronous``
+  group's mean time. Stops at the first NaN or infinite loss (diverged): the epochs after it
+  are not reported, though its group's later epochs have run, and with ``overlap`` up to
+  ``AHEAD`` groups more. A trainer whose ``start_epoch`` runs the epoch before it returns (``asynchronous``
   False: NumPy, per-step sync) is never overlapped, or each epoch would be timed with the next
   ones' work.
   """
   overlap = overlap and trainer.asynchronous
-  groups = [range(first, min(first + sync_every, epochs))
-            for first in range(0, epochs, sync_every)]
-  start = lambda group: [trainer.start_epoch(e) for e in group]
+  size = sync_every * getattr(trainer, "epochs_per_call", 1)  # A group is whole calls.
+  groups = [range(first, min(first + size, epochs)) for first in range(0, epochs, size)]
+  if hasattr(trainer, "start_epochs"):
+    start = trainer.start_epochs
+  else:
+    start = lambda group: [trainer.start_epoch(e) for e in group]
   times, losses, pending = [], [], collections.deque()
   t0 = time.perf_counter()
   for i, group in enumerate(groups):
     while len(pending) <= (AHEAD if overlap else 0) and i + len(pending) < len(groups):
       pending.append(start(groups[i + len(pending)]))
-    group_losses = [float(v) for v in pending.popleft()]  # float() waits for the value.
+    # np.asarray waits for the values: a call's are an array, one an epoch.
+    group_losses = [float(v) for call in pending.popleft() for v in np.atleast_1d(np.asarray(call))]
     arrived = time.perf_counter()
     seconds = (arrived - t0) / len(group)
     for e, loss in zip(group, group_losses):
@@ -153,8 +159,8 @@ def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True
       losses.append(loss)
       if log:
         log(e, loss, seconds)
-    if not all(math.isfinite(v) for v in group_losses):
-      break
+      if not math.isfinite(loss):
+        return times, losses  # Diverged: the group's later epochs are not reported.
     t0 = arrived if overlap else time.perf_counter()
   return times, losses
 

@@ -1,0 +1,43 @@
+"""Several epochs in one compiled call (``--epochs_per_call``): the same training, bit for bit,
+as one epoch a call, on every path that trains through ``train_epochs``."""
+
+import dataclasses
+
+import pytest
+
+from jaxshallow.run import config, jax_trainer, runner
+
+BASE = config.Config(model="regression", dataset="medium", epochs=4, hidden=(16,),
+                     compilation_cache="off")
+
+
+def _losses(**settings):
+  result = runner.run(dataclasses.replace(BASE, **settings), log=lambda line: None)
+  return result["epochs_per_call"], result["epoch_loss"], result["epoch_time_s"]
+
+
+@pytest.mark.parametrize("impl,fusion", [("xla", None), ("pallas", "epoch"),
+                                         ("pallas", "ops")])
+def test_several_epochs_a_call_give_the_same_losses(impl, fusion):
+  """The automatic choice (all 4 epochs in one call), 3 a call (a last call of 1, compiled
+  apart) and 1 a call: the same losses; a call's epochs share its time."""
+  k1, one, _ = _losses(impl=impl, fusion=fusion, epochs_per_call=1)
+  k_auto, auto, times = _losses(impl=impl, fusion=fusion)
+  k3, three, _ = _losses(impl=impl, fusion=fusion, epochs_per_call=3)
+  assert (k1, k_auto, k3) == (1, 4, 3)
+  assert auto == one and three == one
+  assert len(times) == 4 and times[0] == times[3] > 0
+
+
+def test_the_automatic_choice_divides_the_epochs():
+  """About STEPS_PER_CALL steps a call, a divisor of the epochs, at least 1."""
+  steps_per_call = jax_trainer.STEPS_PER_CALL
+  choose = lambda epochs, steps, **kw: jax_trainer.epochs_per_call(
+      config.Config(epochs=epochs, **kw), steps)
+  assert choose(10, 937) == 1  # MNIST at batch 64
+  assert choose(100, 100) == 10 and choose(100, 10) == 100 and choose(100, 1) == 100
+  assert choose(10, 117) == 5  # batch 512: 8 would fit, 5 divides 10
+  assert choose(7, 1) == 7 and choose(7, 200) == 1  # a prime: all or one
+  assert choose(100, 10, epochs_per_call=3) == 3  # given: as given
+  assert choose(100, 1, dispatch="loop") == 1
+  assert all(choose(e, s) * s <= max(steps_per_call, s) for e in (1, 12, 100) for s in (1, 7, 50))
