@@ -207,11 +207,28 @@ def _export(jitted, in_tree, static, leaves):
     return None
 
 
+# The custom call of a Mosaic GPU kernel in a lowered program.
+MOSAIC_GPU_CALL = "mosaic_gpu"
+
+
+def _import_mosaic_gpu() -> None:
+  """Load Mosaic GPU's runtime before XLA loads an executable with one of its kernels: a warm
+  run traces nothing, so nothing else imports it, and without it the H100 refused the cached
+  executable ("Failed to lookup host symbol ... anonymous_mosaic_gpu", jax 0.11.2). A program
+  without such a kernel does not pay the import (0.3 s on the H100's host)."""
+  try:
+    from jax.experimental.pallas import mosaic_gpu  # noqa: F401
+  except ImportError:
+    pass
+
+
 def _load(path: pathlib.Path):
   """(exported, results' pytree) from an entry, or None. The folder is trusted as JAX's own
   cache is: an entry holds a program that will run."""
   try:
     entry = pickle.loads(path.read_bytes())
+    if entry.get("mosaic_gpu"):
+      _import_mosaic_gpu()
     return jax.export.deserialize(bytearray(entry["exported"])), entry["out_tree"]
   except FileNotFoundError:
     return None
@@ -223,7 +240,8 @@ def _load(path: pathlib.Path):
 def _save(path: pathlib.Path, exported, out_tree) -> None:
   """Atomically, so that a run stopped mid-write never leaves a broken entry."""
   try:
-    blob = pickle.dumps({"exported": bytes(exported.serialize()), "out_tree": out_tree})
+    blob = pickle.dumps({"exported": bytes(exported.serialize()), "out_tree": out_tree,
+                         "mosaic_gpu": MOSAIC_GPU_CALL in exported.mlir_module()})
   except Exception as e:  # noqa: BLE001 -- flatbuffers missing, or anything else: not kept.
     log.warning("the lowered epoch is not kept between runs (%s)", _first_line(e))
     return

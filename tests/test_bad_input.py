@@ -56,6 +56,7 @@ CASES = [
     ("benchmarks.end_to_end", ["--workloads=resnet"], "unknown --workloads resnet"),
     ("benchmarks.end_to_end", ["--impls=cuda"], "unknown --impls cuda"),
     ("benchmarks.end_to_end", ["--epochs=0"], "--epochs must be at least 1"),
+    ("benchmarks.end_to_end", ["--warm_runs=0"], "--warm_runs must be at least 1"),
     # contradicting pairs, and settings that do not apply
     (M, ["--model=cnn", "--hidden=512"], "--hidden applies to the mlp and the regression net"),
     (M, ["--model=logreg", "--hidden=64"], "--hidden applies to the mlp and the regression net"),
