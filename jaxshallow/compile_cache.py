@@ -212,12 +212,13 @@ MOSAIC_GPU_CALL = "mosaic_gpu"
 
 
 def _import_mosaic_gpu() -> None:
-  """Load Mosaic GPU's runtime before XLA loads an executable with one of its kernels: a warm
-  run traces nothing, so nothing else imports it, and without it the H100 refused the cached
-  executable ("Failed to lookup host symbol ... anonymous_mosaic_gpu", jax 0.11.2). A program
-  without such a kernel does not pay the import (0.3 s on the H100's host)."""
+  """Load Mosaic GPU before XLA loads an executable with one of its kernels: a warm run traces
+  nothing, so nothing else imports it, and without it the H100 refused the cached executable
+  ("Failed to lookup host symbol ... anonymous_mosaic_gpu", jax 0.11.2). Measured there, a
+  fresh process: Mosaic GPU itself (0.21 s) is enough, Pallas' front end to it (0.34 s) is not
+  needed, jaxlib's extension alone is not enough. A program without such a kernel skips it."""
   try:
-    from jax.experimental.pallas import mosaic_gpu  # noqa: F401
+    import jax.experimental.mosaic.gpu  # noqa: F401
   except ImportError:
     pass
 
