@@ -207,8 +207,9 @@ def _export(jitted, in_tree, static, leaves):
     return None
 
 
-# The custom call of a Mosaic GPU kernel in a lowered program.
-MOSAIC_GPU_CALL = "mosaic_gpu"
+# A Mosaic GPU kernel in a lowered program's text ("custom_call @mosaic_gpu_v2" in jax 0.10 to
+# 0.12); the call, not the name alone, which the source locations in the text may hold.
+MOSAIC_GPU_CALL = "custom_call @mosaic_gpu"
 
 
 def _import_mosaic_gpu() -> None:

@@ -91,3 +91,18 @@ def test_a_long_compilation_says_so(tmp_path, restore_jax_cache, monkeypatch, ca
   runner.run(config.Config(compilation_cache=str(tmp_path), **small), log=lambda _: None)
   assert f"compiling the xla epoch (a first run of this network; kept in {tmp_path}" in \
       caplog.text
+
+
+def test_an_entry_with_a_mosaic_gpu_kernel_imports_mosaic_gpu_first(tmp_path, monkeypatch):
+  """A warm run traces nothing, so the entry itself says whether Mosaic GPU must be imported
+  before its executable loads (the H100 refused it otherwise)."""
+  import jax.numpy as jnp
+  exported = jax.export.export(jax.jit(lambda x: x + 1))(jax.ShapeDtypeStruct((3,), jnp.float32))
+  path = tmp_path / "entry"
+  compile_cache._save(path, exported, "tree")
+  imported = []
+  monkeypatch.setattr(compile_cache, "_import_mosaic_gpu", lambda: imported.append(1))
+  assert compile_cache._load(path)[1] == "tree" and not imported  # No Mosaic GPU kernel in it.
+  monkeypatch.setattr(compile_cache, "MOSAIC_GPU_CALL", "stablehlo.add")  # As if it were one.
+  compile_cache._save(path, exported, "tree")
+  assert compile_cache._load(path)[1] == "tree" and imported == [1]
