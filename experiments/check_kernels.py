@@ -354,7 +354,7 @@ def step_cases(rng, interpret):
   with jax.enable_x64(True):
     p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
     v64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), vel)
-    state64 = fused_epoch.with_velocities(tx.init(p64), v64)  # optax's momentum trace
+    state64 = fused_epoch.with_slots(tx.init(p64), "momentum", v64, 1)  # optax's trace
     (ref, _, _) = jax.jit(train.train_step, static_argnames=train.STATIC)(
         p64, state64, (images[order] / 255.0, labels[order]), tx=tx, model=models.CNN)
     ref_change = [np.asarray(r) - np.asarray(p) for r, p in zip(jax.tree.leaves(ref),
@@ -375,7 +375,9 @@ EPOCH_CASES = [((784, 256, 10), 64, "sgd"), ((784, 10), 64, "sgd"),
                ((784, 512, 256, 10), 64, "sgd"), ((784, 256, 10), 1, "sgd"),
                ((33, 40, 17, 3), 37, "momentum"), ((784, 256, 10), 256, "momentum"),
                ((32, 256, 1), 256, "sgd"),
-               ((32, 1024, 1), 256, "sgd"), ((32, 256, 1024, 256, 1), 256, "sgd")]
+               ((32, 1024, 1), 256, "sgd"), ((32, 256, 1024, 256, 1), 256, "sgd"),
+               ((784, 256, 10), 64, "adam"), ((33, 40, 17, 3), 37, "adam"),
+               ((32, 256, 1), 256, "adam")]
 EPOCH_STEPS = 20
 
 
@@ -406,6 +408,8 @@ def epoch_cases(rng, interpret):
       x = rng.uniform(-1, 1, (n, widths[0])).astype(np.float32)
       y = (x ** 2).sum(1).astype(np.float32)
     order, lr = rng.permutation(n).astype(np.int32), (0.1 if head == "xent" else 0.002)
+    if optimizer == "adam":
+      lr = 1e-3
     params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths, bias=head == "xent")
     model = models.MLP if head == "xent" else models.REGRESSION
     # Reduced precision: one step only, against the float64 step (the documented per-op
@@ -420,8 +424,8 @@ def epoch_cases(rng, interpret):
       steps = EPOCH_STEPS if precision == "float32" else 1
       ref_losses, ref_params = refs[steps]
       plan = mlp_epoch.make_plan(widths, batch, steps, head=head, bias=head == "xent",
-                                 momentum=optimizer == "momentum", precision=precision,
-                                 max_programs=fused_epoch.max_programs())
+                                 momentum=optimizer == "momentum", adam=optimizer == "adam",
+                                 precision=precision, max_programs=fused_epoch.max_programs())
       fn = jax.jit(functools.partial(mlp_epoch.train_epoch, plan=plan, fused=not interpret,
                                      interpret=interpret))
       got, _, losses, _ = fn(params, None, x, y, order, lr, 0.9)

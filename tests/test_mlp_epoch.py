@@ -24,7 +24,8 @@ def xla_steps(params, x, y, order, tx, batch, steps, model):
 # program with fewer tiles (programs below the tile count), depth 1 to 3; the mse head (one
 # output, whose products are broadcasts and sums) at each depth.
 CASES = [((20, 70, 10), 7, "sgd", 3), ((20, 10), 1, "sgd", 1), ((33, 40, 17, 3), 7, "momentum", 5),
-         ((8, 24, 30, 1), 6, "sgd", 3), ((12, 40, 1), 5, "momentum", 2), ((9, 1), 4, "sgd", 1)]
+         ((8, 24, 30, 1), 6, "sgd", 3), ((12, 40, 1), 5, "momentum", 2), ((9, 1), 4, "sgd", 1),
+         ((20, 70, 10), 7, "adam", 3), ((33, 40, 17, 3), 7, "adam", 5), ((12, 40, 1), 5, "adam", 2)]
 
 
 def test_one_barrier_a_step_where_layer_0_has_one_input_tile():
@@ -48,24 +49,25 @@ def test_float64_trajectory_matches_xla(widths, batch, optimizer, programs):
          else jnp.sum(x ** 2, axis=1))
     params = init_mlp(jax.random.key(1), widths, dtype=jnp.float64, bias=head == "xent")
     order = jnp.asarray(rng.permutation(n), jnp.int32)
-    tx = make_optimizer(optimizer, 0.1 if head == "xent" else 0.01)
+    tx = make_optimizer(optimizer, 1e-2 if optimizer == "adam" else 0.1 if head == "xent" else 0.01)
     model = models.MLP if head == "xent" else models.REGRESSION
     ref_params, ref_state, ref_losses = xla_steps(params, x, y, order, tx, batch, steps, model)
     plan = mlp_epoch.make_plan(widths, batch, steps, head=head, bias=head == "xent",
-                               momentum=optimizer == "momentum", max_programs=programs)
+                               momentum=optimizer == "momentum", adam=optimizer == "adam",
+                               max_programs=programs)
     assert plan.programs == programs
-    got, velocities, losses, _ = mlp_epoch.train_epoch(params, None, x, y, order, tx.lr,
-                                                       tx.momentum, plan=plan, fused=False,
-                                                       interpret=True)
+    got, slots, losses, _ = mlp_epoch.train_epoch(params, None, x, y, order, tx.lr, tx.momentum,
+                                                  plan=plan, fused=False, interpret=True)
   np.testing.assert_allclose(losses, ref_losses, rtol=1e-10, atol=1e-12)
   for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref_params)):
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
-  if optimizer == "momentum":
-    for a, b in zip(jax.tree.leaves(velocities), jax.tree.leaves(ref_state)):
+  if optimizer != "sgd":  # optax's state: momentum's trace; Adam's count, mu and nu.
+    want = [b for b in jax.tree.leaves(ref_state) if np.ndim(b)]
+    for a, b in zip(jax.tree.leaves(slots), want, strict=True):
       np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("optimizer", ["sgd", "momentum"])
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
 def test_train_epoch_fusion_epoch_float32(optimizer):
   """The Python API: train_epoch(impl="pallas", fusion="epoch") on uint8 images, against the
   xla scan: per-step losses agree, hence the epoch's mean loss and accuracy."""
@@ -75,7 +77,7 @@ def test_train_epoch_fusion_epoch_float32(optimizer):
   x = rng.integers(0, 256, (200, 28, 28), dtype=np.uint8)
   y = rng.integers(0, 10, 200).astype(np.uint8)
   order = rng.permutation(200).astype(np.int32)
-  tx = make_optimizer(optimizer, 0.1)
+  tx = make_optimizer(optimizer, 1e-3 if optimizer == "adam" else 0.1)
   params = init_mlp(jax.random.key(0), (784, 32, 10))
   out = {}
   for impl, fusion in (("xla", "ops"), ("pallas", "epoch")):
@@ -92,11 +94,17 @@ def test_fusion_epoch_refuses_what_it_cannot_train():
   params = init_mlp(jax.random.key(0), (784, 32, 10))
   images, labels = np.zeros((64, 28, 28), np.uint8), np.zeros(64, np.uint8)
   order = np.arange(64, dtype=np.int32)
-  for tx, match in ((make_optimizer("adam", 0.1), "not adam"),
-                    (__import__("optax").sgd(0.1), "make tx with jaxshallow.make_optimizer")):
+  optax = __import__("optax")
+  for tx, match in ((optax.sgd(0.1), "make tx with jaxshallow.make_optimizer"),
+                    (optax.adamw(0.1), "make tx with jaxshallow.make_optimizer")):
     with pytest.raises(ValueError, match=match):
       train.train_epoch(params, tx.init(params), images, labels, order, tx=tx, batch_size=64,
                         impl="pallas", fusion="epoch")
+  big = np.zeros((600, 28, 28), np.uint8), np.zeros(600, np.uint8)
+  tx = make_optimizer("sgd", 0.1)
+  with pytest.raises(ValueError, match="over the 512 rows"):
+    train.train_epoch(params, tx.init(params), *big, np.arange(600, dtype=np.int32), tx=tx,
+                      batch_size=513, impl="pallas", fusion="epoch")
 
 
 def test_float_images_never_reach_the_cluster_kernel():

@@ -2,8 +2,8 @@
 params and optax state in, params, optax state and metrics out.
 
 Two kinds of kernel train it (``jaxshallow.paths.epoch_kernel`` picks): a grid of programs
-that meet at grid-wide barriers (``pallas_kernels.fused.mlp_epoch``; any depth, SGD or
-momentum, batches up to its ``MAX_BATCH``), and on a Hopper GPU, for the two networks they take,
+that meet at grid-wide barriers (``pallas_kernels.fused.mlp_epoch``; any depth, SGD,
+momentum or Adam, batches up to its ``MAX_BATCH``), and on a Hopper GPU, for the two networks they take,
 one thread-block cluster (``cluster_mlp_mgpu``: 784-256-10 at batch 64, plain SGD;
 ``cluster_epoch_mgpu``: the regression net 32-H-1 at batch 256, plain SGD, float32). On a GPU
 the grid kernel runs compiled, one launch an epoch; elsewhere the same phase code runs in
@@ -18,7 +18,7 @@ import optax
 from jaxshallow.reduce import fixed_order_mean
 
 MODELS = ("mlp", "logreg", "regression")
-OPTIMIZERS = ("sgd", "momentum")
+OPTIMIZERS = ("sgd", "momentum", "adam")
 
 
 def problem(model: str, n_outputs: int, batch_size: int, optimizer: str) -> str | None:
@@ -62,19 +62,26 @@ def optimizer_name(tx, fusion: str) -> str:
   return name
 
 
-def velocities_of(opt_state, name: str):
-  """optax's momentum trace (``TraceState.trace``, a pytree like params), or None for plain
-  SGD."""
-  if name != "momentum":
-    return None
-  return optax.tree_utils.tree_get(opt_state, "trace")
+def slots_of(opt_state, name: str):
+  """The optimizer state the grid kernel keeps beside the parameters (``mlp_epoch.SLOTS``):
+  optax's momentum trace (``TraceState.trace``, a pytree like params), Adam's moments
+  (``ScaleByAdamState``'s mu and nu), or None for plain SGD."""
+  if name == "momentum":
+    return optax.tree_utils.tree_get(opt_state, "trace")
+  if name == "adam":
+    return (optax.tree_utils.tree_get(opt_state, "mu"),
+            optax.tree_utils.tree_get(opt_state, "nu"))
+  return None
 
 
-def with_velocities(opt_state, velocities):
-  """``opt_state`` holding ``velocities`` as its trace (as it was, for plain SGD)."""
-  if velocities is None:
-    return opt_state
-  return optax.tree_utils.tree_set(opt_state, trace=velocities)
+def with_slots(opt_state, name: str, slots, steps: int):
+  """``opt_state`` after ``steps`` steps that left ``slots`` (as it was, for plain SGD)."""
+  if name == "momentum":
+    return optax.tree_utils.tree_set(opt_state, trace=slots)
+  if name == "adam":
+    count = optax.tree_utils.tree_get(opt_state, "count")
+    return optax.tree_utils.tree_set(opt_state, mu=slots[0], nu=slots[1], count=count + steps)
+  return opt_state
 
 
 def epoch_metrics(losses, correct, batch_size: int, xent: bool = True) -> dict:
@@ -140,14 +147,13 @@ def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_si
     params, losses, correct = cluster_mlp_mgpu.train_epoch(params, x, labels, order, tx.lr,
                                                            steps=steps, precision=precision)
     return params, opt_state, losses, correct
-  momentum = name == "momentum"
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
-                             momentum=momentum, precision=precision,
-                             max_programs=max_programs())
-  velocities = velocities_of(opt_state, name)
+                             momentum=name == "momentum", adam=name == "adam",
+                             precision=precision, max_programs=max_programs())
+  count = optax.tree_utils.tree_get(opt_state, "count") if name == "adam" else 0
   y = labels.astype(jnp.int32) if model.loss == "xent" else labels
   interpret = common.interpret_default()
-  params, velocities, losses, correct = mlp_epoch.train_epoch(
-      params, velocities, x, y, order, tx.lr, tx.momentum, plan=plan, fused=not interpret,
-      interpret=interpret)
-  return params, with_velocities(opt_state, velocities), losses, correct
+  params, slots, losses, correct = mlp_epoch.train_epoch(
+      params, slots_of(opt_state, name), x, y, order, tx.lr, tx.momentum, plan=plan,
+      fused=not interpret, interpret=interpret, count=count)
+  return params, with_slots(opt_state, name, slots, steps), losses, correct

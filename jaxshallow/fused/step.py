@@ -94,7 +94,7 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   why = problem(model.name, name)
   if why:
     raise ValueError(f"fusion='step' cannot train this: {why}")
-  velocities = fused_epoch.velocities_of(opt_state, name)
+  velocities = fused_epoch.slots_of(opt_state, name)  # None for SGD
   interpret = common.interpret_default()
   if images.ndim == 3:
     images = images[..., None]
@@ -116,5 +116,5 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   for offset in range(steps % UNROLL):
     carry = step(steps // UNROLL, offset, carry)
   params, velocities, losses, correct = carry
-  return (params, fused_epoch.with_velocities(opt_state, velocities),
+  return (params, fused_epoch.with_slots(opt_state, name, velocities, steps),
           fused_epoch.epoch_metrics(losses, correct, batch_size))

@@ -1,5 +1,6 @@
-"""A whole epoch of MLP training in one kernel launch: forward, backward and SGD update of every
-step, with the batches gathered from the uint8 data by the epoch's order.
+"""A whole epoch of MLP training in one kernel launch: forward, backward and update (SGD,
+momentum or Adam) of every step, with the batches gathered from the uint8 data by the epoch's
+order.
 
 Why: a step of these small networks is under a microsecond of the chip's arithmetic, but an XLA
 loop over steps pays more than that per iteration just to launch its kernels
@@ -9,7 +10,7 @@ computed.
 
 Layout. Layer l maps n_l inputs to n_{l+1} outputs; its weight matrix is cut into tiles of
 ``block_k`` rows (inputs) by ``block_n`` columns (output units). Tile t of a layer always belongs
-to program t % P, so each weight tile (and its velocity) is stepped by one program only.
+to program t % P, so each weight tile (and its optimizer state) is stepped by one program only.
 A step runs these phases, with a grid barrier between two:
   F_0       per tile: partial pre-activations x[:, k-tile] @ W_0[tile] into scratch
   F_l       per tile: the input tile a = relu(sum over k-tiles of layer l-1's partials + b), in a
@@ -68,6 +69,24 @@ from pallas_kernels.ops.softmax_xent import row_stats, softmax_minus_onehot
 MAX_BATCH = 512  # Rows of a step held in registers; larger batches use the op kernels.
 MAX_OUTPUTS = 128  # The last layer's outputs must fit one tile.
 HIDDEN_BLOCK = 16  # Units per tile of hidden layers (and inputs per tile of deeper layers).
+ADAM = (0.9, 0.999, 1e-8)  # b1, b2, eps: optax.adam's defaults, which jaxshallow's Adam uses.
+# The optimizer state kept beside each weight and bias: momentum's velocity; Adam's first and
+# second moments.
+SLOTS = {"sgd": (), "momentum": ("v",), "adam": ("m", "n")}
+
+
+def _optimizer(plan) -> str:
+  return "adam" if plan.adam else "momentum" if plan.momentum else "sgd"
+
+
+def adam_corrections(count, steps: int, dtype=jnp.float32):
+  """Adam's bias-correction factors of the epoch's steps, as optax computes them (1 - b^t with
+  t = count + 1, count + 2, ...), flat: step s's at 2s and 2s + 1, then padding for the
+  kernel's 16-lane loads."""
+  b1, b2, _ = ADAM
+  t = jnp.asarray(count, jnp.int32) + 1 + jnp.arange(steps, dtype=jnp.int32)
+  factors = jnp.stack([1 - b1 ** t, 1 - b2 ** t], axis=1).astype(dtype).reshape(-1)
+  return jnp.concatenate([factors, jnp.ones((16,), dtype)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +103,7 @@ class Plan:
   scale_u8: bool = True  # uint8 inputs are scaled to [0, 1]
   num_warps: int = 4
   input_block: int = 0  # Layer 0's block_k; 0 for the default below.
+  adam: bool = False  # Adam (optax.adam's defaults, ADAM) instead of SGD or momentum.
 
   @property
   def layers(self) -> int:
@@ -134,7 +154,7 @@ class Plan:
 
 
 def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
-              precision="float32", scale_u8=True, max_programs=132) -> Plan:
+              precision="float32", scale_u8=True, max_programs=132, adam=False) -> Plan:
   """The plan for these shapes; ValueError (one line) for what the kernel cannot hold."""
   widths = tuple(int(w) for w in widths)
   if len(widths) < 2:
@@ -145,7 +165,9 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
     raise ValueError(f"{widths[-1]} outputs are over the epoch kernel's {MAX_OUTPUTS}")
   if head == "mse" and widths[-1] != 1:
     raise ValueError("the mse head has one output")
-  plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8)
+  if momentum and adam:
+    raise ValueError("momentum or adam, not both")
+  plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8, adam=adam)
   # Layer 0's inputs per tile: the narrowest of 32, 64 and 128 that still gives every program
   # one tile at most, so that more SMs share the products. Narrower (more partial sums for the
   # next phase to add) was slower: softmax regression ran fastest at 32 (25 programs), slowest
@@ -171,9 +193,9 @@ def state_names(plan: Plan) -> list[str]:
   names = [f"w{l}" for l in range(L)]
   if plan.bias:
     names += [f"b{l}" for l in range(L)]
-  if plan.momentum:
-    names += [f"vw{l}" for l in range(L)]
-    names += [f"vb{l}" for l in range(L)] if plan.bias else []
+  for slot in SLOTS[_optimizer(plan)]:  # Optimizer state beside each weight and bias.
+    names += [f"{slot}w{l}" for l in range(L)]
+    names += [f"{slot}b{l}" for l in range(L)] if plan.bias else []
   names += [f"part{l}" for l in range(L)]  # Partial pre-activations, (k_tiles * rows, n_out).
   names += [f"act{l}" for l in range(1, L)]  # Hidden activations, (rows, n_l).
   names += [f"dact{l}" for l in range(1, L - 1)]  # Gradients of hidden activations, partial
@@ -326,22 +348,35 @@ def _one_output(a, w):
   return jnp.sum(a * _col0(w)[None, :], axis=1)
 
 
-def _with_momentum(plan, st, io, name, r0, c0, grad):
-  """The update's direction: optax's trace (v = g + momentum * v, stored), or g itself."""
-  if not plan.momentum:
+def _direction(plan, st, io, name, r0, c0, grad, s):
+  """The update's direction, as optax computes it: plain SGD's g; momentum's trace
+  (v = g + momentum * v, stored); Adam's m / (sqrt(v) + eps) with both moments stored and
+  bias-corrected by step s's factors (``adam_corrections``)."""
+  if plan.momentum:
+    vref = st["v" + name]
+    grad = grad + io["momentum"][...] * _load(vref, r0, c0, grad.shape)
+    _store(vref, r0, c0, grad)
     return grad
-  vref = st["v" + name]
-  grad = grad + io["momentum"][...] * _load(vref, r0, c0, grad.shape)
-  _store(vref, r0, c0, grad)
+  if plan.adam:
+    b1, b2, eps = ADAM
+    m = (1 - b1) * grad + b1 * _load(st["m" + name], r0, c0, grad.shape)
+    v = (1 - b2) * (grad * grad) + b2 * _load(st["n" + name], r0, c0, grad.shape)
+    _store(st["m" + name], r0, c0, m)
+    _store(st["n" + name], r0, c0, v)
+    factors, lanes = common.load_vec(io["adam"], 2 * s, 16, other=1.0), jnp.arange(16)
+    c1 = jnp.sum(jnp.where(lanes == 0, factors, 0.0))
+    c2 = jnp.sum(jnp.where(lanes == 1, factors, 0.0))
+    return (m / c1) / (jnp.sqrt(v / c2) + eps)
   return grad
 
 
-def _update(plan, st, io, name, r0, c0, grad, w=None, out_c0=None):
-  """SGD (with momentum if planned) on the tile of ``name`` at (r0, c0), owner-only. ``w``: the
-  tile if already loaded; ``out_c0``: where to write it if not where it was read."""
+def _update(plan, st, io, name, r0, c0, grad, s, w=None, out_c0=None):
+  """SGD, momentum or Adam (as planned) on the tile of ``name`` at (r0, c0), owner-only, in
+  step s. ``w``: the tile if already loaded; ``out_c0``: where to write it if not where it was
+  read."""
   ref = st[name]
   w = _load(ref, r0, c0, grad.shape) if w is None else w
-  direction = _with_momentum(plan, st, io, name, r0, c0 if out_c0 is None else 0, grad)
+  direction = _direction(plan, st, io, name, r0, c0 if out_c0 is None else 0, grad, s)
   _store(ref, r0, c0 if out_c0 is None else out_c0, w - io["lr"][...] * direction)
 
 
@@ -429,7 +464,7 @@ def _head_outputs(plan, st, io, s, loss, correct, g):
     L = plan.layers
     ref, db = st[f"b{L - 1}"], jnp.sum(g, axis=0)
     b = common.load_tile(ref, _parity(s), 0, 1, db.shape[0])
-    db = _with_momentum(plan, st, io, f"b{L - 1}", 0, 0, db)
+    db = _direction(plan, st, io, f"b{L - 1}", 0, 0, db, s)
     common.store_tile(ref, _parity(s + 1), 0, b - io["lr"][...] * db[None, :])
 
 
@@ -445,12 +480,12 @@ def _backward_tile(plan, st, io, l, kt, nt, k0, n0, g, s, w=None):
     common.store_tile(st[f"dact{l}"], nt * plan.rows, k0,
                       common.dot(g, w, plan.precision, trans_b=True))
   a = _layer_input(plan, st, io, l, k0, bk, s)
-  _update(plan, st, io, f"w{l}", k0, n0, _product(plan, l, a, g, trans_a=True),
+  _update(plan, st, io, f"w{l}", k0, n0, _product(plan, l, a, g, trans_a=True), s,
           w=w, out_c0=out_c0 + n0 if l == plan.layers - 1 else None)
   if plan.bias and l < plan.layers - 1:
     @pl.when(kt == 0)
     def _():
-      _update(plan, st, io, f"b{l}", 0, n0, jnp.sum(g, axis=0))
+      _update(plan, st, io, f"b{l}", 0, n0, jnp.sum(g, axis=0), s)
 
 
 def top_phase(plan, st, io, pid, s):
@@ -552,7 +587,7 @@ def barrier_stress(programs: int, rounds: int, tile: int = 256, num_warps: int =
 
 # The two forms ---------------------------------------------------------------------------------
 
-IO_NAMES = ("x", "y", "lr", "momentum")  # The read-only inputs, in call order.
+IO_NAMES = ("x", "y", "lr", "momentum", "adam")  # The read-only inputs, in call order.
 
 
 def _call(plan, kernel, io_args, state, extra_in=(), interpret=False, num_warps=None):
@@ -607,33 +642,35 @@ def epoch_phases(plan: Plan, io_args, state, interpret=True):
   return lax.fori_loop(np.int32(0), np.int32(plan.steps), step, list(state))
 
 
-def init_state(plan: Plan, params, opt_state_leaves=None, dtype=jnp.float32):
-  """The kernel's state list from params (a list of {"w", "b"} dicts) and momentum buffers
-  (a list like params, or None for zeros). The last layer's weights and bias are stored twice
+def init_state(plan: Plan, params, slots=None, dtype=jnp.float32):
+  """The kernel's state list from params (a list of {"w", "b"} dicts) and the optimizer's
+  state beside them (``SLOTS``: momentum's velocities, a list like params; Adam's moments, a
+  pair of such lists; None for zeros). The last layer's weights and bias are stored twice
   (the copy of parity 0 first): weights as two column blocks of block_n, zero-padded, the bias
   as two rows."""
   L, bc = plan.layers, plan.block_n(plan.layers - 1)
-  vel = opt_state_leaves
   arrays = {f"w{l}": params[l]["w"].astype(dtype) for l in range(L)}
   w_last = jnp.pad(arrays[f"w{L - 1}"], ((0, 0), (0, bc - plan.widths[-1])))
   arrays[f"w{L - 1}"] = jnp.concatenate([w_last, w_last], axis=1)
   if plan.bias:
     arrays.update({f"b{l}": params[l]["b"].astype(dtype) for l in range(L - 1)})
     arrays[f"b{L - 1}"] = jnp.stack([params[-1]["b"].astype(dtype)] * 2)
-  if plan.momentum:
+  names = SLOTS[_optimizer(plan)]
+  trees = (slots,) if plan.momentum else slots
+  for slot, tree in zip(names, trees or [None] * len(names)):
     for l in range(L):
-      arrays[f"vw{l}"] = (jnp.zeros(params[l]["w"].shape, dtype) if vel is None
-                          else vel[l]["w"].astype(dtype))
-      if plan.bias:
-        arrays[f"vb{l}"] = (jnp.zeros((plan.widths[l + 1],), dtype) if vel is None
-                            else vel[l]["b"].astype(dtype))
+      for kind in ("w", "b") if plan.bias else ("w",):
+        shape = params[l][kind].shape
+        arrays[f"{slot}{kind}{l}"] = (jnp.zeros(shape, dtype) if tree is None
+                                      else tree[l][kind].astype(dtype))
   for name, shape in scratch_shapes(plan, dtype).items():
     arrays[name] = jnp.zeros(shape.shape, shape.dtype)
   return [arrays[n] for n in state_names(plan)]
 
 
 def read_state(plan: Plan, state):
-  """(params, velocities or None, per-step losses, per-step correct counts) from a state."""
+  """(params, the optimizer's state as ``init_state`` takes it (None for SGD), per-step losses,
+  per-step correct counts) from a state."""
   L, st = plan.layers, dict(zip(state_names(plan), state))
   last = plan.steps % 2  # The copy the last step wrote.
   c0 = last * plan.block_n(L - 1)
@@ -643,15 +680,17 @@ def read_state(plan: Plan, state):
     if plan.bias:
       layer["b"] = st[f"b{l}"][last] if l == L - 1 else st[f"b{l}"]
     params.append(layer)
-  vel = None
-  if plan.momentum:
-    vel = [{"w": st[f"vw{l}"], **({"b": st[f"vb{l}"]} if plan.bias else {})} for l in range(L)]
-  return params, vel, st["loss"], st["correct"]
+  trees = [[{kind: st[f"{slot}{kind}{l}"] for kind in (("w", "b") if plan.bias else ("w",))}
+            for l in range(L)] for slot in SLOTS[_optimizer(plan)]]
+  slots = None if not trees else trees[0] if plan.momentum else tuple(trees)
+  return params, slots, st["loss"], st["correct"]
 
 
-def train_epoch(params, velocities, x, y, order, lr, momentum, *, plan: Plan, fused=True,
-                interpret=False, num_warps=None):
-  """One epoch of ``plan``: returns (params, velocities, per-step losses, correct counts).
+def train_epoch(params, slots, x, y, order, lr, momentum, *, plan: Plan, fused=True,
+                interpret=False, num_warps=None, count=0):
+  """One epoch of ``plan``: returns (params, slots, per-step losses, correct counts). ``slots``:
+  the optimizer's state beside the parameters, as ``init_state`` takes it (None: zeros);
+  ``count``: Adam's steps before this epoch.
 
   ``x`` (N, n_0) uint8 or float, ``y`` (N,) int32 labels or float targets, ``order`` (>= steps *
   batch,) int32. The epoch's examples are gathered in batch order by one XLA gather first (a
@@ -661,8 +700,10 @@ def train_epoch(params, velocities, x, y, order, lr, momentum, *, plan: Plan, fu
   """
   dtype = common.acc_dtype(jnp.float32 if x.dtype == jnp.uint8 else x.dtype)
   idx = order[:plan.steps * plan.batch]
-  io_args = (x[idx], y[idx], jnp.asarray(lr, dtype), jnp.asarray(momentum, dtype))
-  state = init_state(plan, params, velocities, dtype)
+  corrections = (adam_corrections(count, plan.steps, dtype) if plan.adam
+                 else jnp.ones((16,), dtype))
+  io_args = (x[idx], y[idx], jnp.asarray(lr, dtype), jnp.asarray(momentum, dtype), corrections)
+  state = init_state(plan, params, slots, dtype)
   if fused:
     state = epoch(plan, io_args, state, num_warps)
   else:
