@@ -38,8 +38,14 @@ def test_one_barrier_a_step_where_layer_0_has_one_input_tile():
   assert not plan((32, 256, 256, 1), "mse").merged  # Three layers.
 
 
-@pytest.mark.parametrize("widths,batch,optimizer,programs", CASES)
-def test_float64_trajectory_matches_xla(widths, batch, optimizer, programs):
+# Wider hidden tiles (Plan.hidden_block), at depths 2 and 3, with each optimizer.
+BLOCK_CASES = [((20, 70, 10), 7, "sgd", 3, 32), ((33, 40, 17, 3), 7, "momentum", 2, 32),
+               ((12, 70, 1), 5, "adam", 2, 64), ((8, 40, 70, 1), 6, "sgd", 3, 32)]
+
+
+@pytest.mark.parametrize("widths,batch,optimizer,programs,hidden_block",
+                         [(*c, mlp_epoch.HIDDEN_BLOCK) for c in CASES] + BLOCK_CASES)
+def test_float64_trajectory_matches_xla(widths, batch, optimizer, programs, hidden_block):
   head = "mse" if widths[-1] == 1 else "xent"
   steps, rng = 3, np.random.default_rng()
   n = steps * batch + 2
@@ -54,7 +60,7 @@ def test_float64_trajectory_matches_xla(widths, batch, optimizer, programs):
     ref_params, ref_state, ref_losses = xla_steps(params, x, y, order, tx, batch, steps, model)
     plan = mlp_epoch.make_plan(widths, batch, steps, head=head, bias=head == "xent",
                                momentum=optimizer == "momentum", adam=optimizer == "adam",
-                               max_programs=programs)
+                               max_programs=programs, hidden_block=hidden_block)
     assert plan.programs == programs
     got, slots, losses, _ = mlp_epoch.train_epoch(params, None, x, y, order, tx.lr, tx.momentum,
                                                   plan=plan, fused=False, interpret=True)

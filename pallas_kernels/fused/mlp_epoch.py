@@ -104,6 +104,7 @@ class Plan:
   num_warps: int = 4
   input_block: int = 0  # Layer 0's block_k; 0 for the default below.
   adam: bool = False  # Adam (optax.adam's defaults, ADAM) instead of SGD or momentum.
+  hidden_block: int = HIDDEN_BLOCK  # Units per tile of hidden layers (inputs of deeper ones).
 
   @property
   def layers(self) -> int:
@@ -115,7 +116,7 @@ class Plan:
 
   def block_k(self, l: int) -> int:
     if l > 0:
-      return HIDDEN_BLOCK
+      return self.hidden_block
     if self.input_block:
       return self.input_block
     # Layer 0: as many input columns as keep a (rows, block_k) tile at 8K values.
@@ -124,7 +125,7 @@ class Plan:
   def block_n(self, l: int) -> int:
     if l == self.layers - 1:
       return common.tile_side(self.widths[-1])
-    return HIDDEN_BLOCK
+    return self.hidden_block
 
   def k_tiles(self, l: int) -> int:
     return pl.cdiv(self.widths[l], self.block_k(l))
@@ -154,7 +155,8 @@ class Plan:
 
 
 def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
-              precision="float32", scale_u8=True, max_programs=132, adam=False) -> Plan:
+              precision="float32", scale_u8=True, max_programs=132, adam=False,
+              hidden_block=HIDDEN_BLOCK) -> Plan:
   """The plan for these shapes; ValueError (one line) for what the kernel cannot hold."""
   widths = tuple(int(w) for w in widths)
   if len(widths) < 2:
@@ -167,7 +169,8 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
     raise ValueError("the mse head has one output")
   if momentum and adam:
     raise ValueError("momentum or adam, not both")
-  plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8, adam=adam)
+  plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8, adam=adam,
+              hidden_block=hidden_block)
   # Layer 0's inputs per tile: the narrowest of 32, 64 and 128 that still gives every program
   # one tile at most, so that more SMs share the products. Narrower (more partial sums for the
   # next phase to add) was slower: softmax regression ran fastest at 32 (25 programs), slowest
