@@ -236,7 +236,7 @@ def make_trainer(case: Case, ds, params):
 
 
 def measure(case: Case, *, warm_up: bool = True, more_seeds=()) -> dict:
-  """Train ``case`` ``case.repeats`` times after a warm-up epoch; the median run's times, and
+  """Train ``case`` ``case.repeats`` times after a warm-up call; the median run's times, and
   its score (the mean over ``more_seeds`` too, trained with the same compiled function)."""
   import jax
   cfg = case.cfg

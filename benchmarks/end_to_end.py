@@ -5,9 +5,10 @@ warm.
   python -m benchmarks.end_to_end --workloads=mlp --impls=pallas --out_dir=/tmp/e2e
 
 For each workload and impl, ``python -m experiments.mnist --model=W --impl=I`` (the workload's
-reference settings) runs in a row with an empty compilation cache of its own in a temporary
-folder: the first run is cold (everything compiled), the next ``--warm_runs`` warm (what the
-cache kept: ``jaxshallow.compile_cache``), of which the median counts. Each row has both wall times, measured here around the
+reference settings) runs several times in a row with an empty compilation cache of its own in a
+temporary folder: the first run is cold (everything compiled), the next ``--warm_runs`` warm
+(what the cache kept: ``jaxshallow.compile_cache``), of which the median counts (the upper
+middle one for an even count). Each row has both wall times, measured here around the
 process, beside the compile and train time the script reported. Writes END_TO_END.md and
 end_to_end.json to ``--out_dir``.
 """

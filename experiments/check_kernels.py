@@ -13,6 +13,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from absl import flags
 
 from jaxshallow import cnn, mlp, models, paths, synthetic, train
@@ -354,7 +355,7 @@ def step_cases(rng, interpret):
   with jax.enable_x64(True):
     p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
     v64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), vel)
-    state64 = fused_epoch.with_slots(tx.init(p64), "momentum", v64, 1)  # optax's trace
+    state64 = optax.tree_utils.tree_set(tx.init(p64), trace=v64)  # optax's momentum trace
     (ref, _, _) = jax.jit(train.train_step, static_argnames=train.STATIC)(
         p64, state64, (images[order] / 255.0, labels[order]), tx=tx, model=models.CNN)
     ref_change = [np.asarray(r) - np.asarray(p) for r, p in zip(jax.tree.leaves(ref),
@@ -439,8 +440,9 @@ def epoch_cases(rng, interpret):
       if precision != "float32":
         pairs = pairs[-len(params[-1]):]  # The last layer's leaves come last.
       err = max(rel_err(losses, ref_losses), *(rel_err(a, b) for a, b in pairs))
-      name = f"epoch kernel {'-'.join(map(str, widths))} batch {batch} {optimizer} P={plan.programs}"
-      yield name + (f" hidden_block={hidden_block}" if block else ""), precision, err
+      name = f"epoch kernel {'-'.join(map(str, widths))} batch {batch} {optimizer}"
+      name += f" P={plan.programs}" + (f" hidden_block={hidden_block}" if block else "")
+      yield name, precision, err
 
 
 def hopper_cases(rng, interpret):

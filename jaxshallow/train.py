@@ -216,8 +216,8 @@ def _epochs(params, opt_state, images, labels, orders, **static):
   return params, opt_state, metrics
 
 
-def _fused_epochs(params, opt_state, images, labels, orders, *, tx, batch_size, precision,
-                  model, **_):
+def _fused_epochs(params, opt_state, images, labels, orders, *, tx, batch_size: int,
+                  precision: str = "float32", model=models.MLP, **_):
   """The epochs through one launch of the epoch kernel (``jaxshallow.fused.epoch``)."""
   check_epoch(params, images, labels, orders[0], batch_size, model)
   return fused_epoch.run_epochs(

@@ -328,6 +328,21 @@ def test_timed_epochs_stops_at_a_diverged_group():
   assert trainer.events == ["start 0", "start 1", "start 2", "read 0", "start 3", "read 1"]
 
 
+def test_timed_epochs_stops_mid_call():
+  """A call's losses come back together; those after the first non-finite one are not
+  reported, nor the later calls'."""
+  from jaxshallow.run import runner
+
+  class Calls:
+    asynchronous, epochs_per_call = True, 3
+
+    def start_epochs(self, epochs):
+      return [np.array([3.0, float("inf"), 1.0][:len(epochs)]) if epochs.start == 0
+              else np.ones(len(epochs))]
+  times, losses = runner.timed_epochs(Calls(), 7, 1, True)
+  assert losses[0] == 3.0 and np.isinf(losses[1]) and len(losses) == len(times) == 2
+
+
 def test_timed_epochs_never_overlaps_a_synchronous_trainer():
   """A trainer that runs the epoch inside start_epoch (NumPy) would otherwise have each epoch
   timed with the next one's work."""

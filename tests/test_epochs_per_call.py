@@ -3,8 +3,12 @@ as one epoch a call, on every path that trains through ``train_epochs``."""
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
+from jaxshallow import init_mlp, make_optimizer, models, train
 from jaxshallow.run import config, jax_trainer, runner
 
 BASE = config.Config(model="regression", dataset="medium", epochs=4, hidden=(16,),
@@ -39,5 +43,31 @@ def test_the_automatic_choice_divides_the_epochs():
   assert choose(10, 117) == 5  # batch 512: 8 would fit, 5 divides 10
   assert choose(7, 1) == 7 and choose(7, 200) == 1  # a prime: all or one
   assert choose(100, 10, epochs_per_call=3) == 3  # given: as given
+  assert choose(2, 10, epochs_per_call=3) == 2  # at most the epochs
   assert choose(100, 1, dispatch="loop") == 1
   assert all(choose(e, s) * s <= max(steps_per_call, s) for e in (1, 12, 100) for s in (1, 7, 50))
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+@pytest.mark.parametrize("impl,fusion", [("xla", "ops"), ("pallas", "epoch")])
+def test_a_call_carries_the_optimizer_state_as_epochs_do(optimizer, impl, fusion):
+  """Two epochs in one call against two calls of one: the same params and optimizer state,
+  bit for bit, Adam's step count included (its bias corrections go on counting)."""
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.uniform(-1, 1, (40, 12)), jnp.float32)
+  y = jnp.sum(x ** 2, axis=1)
+  orders = jnp.asarray(np.stack([rng.permutation(40) for _ in range(2)]), jnp.int32)
+  tx = make_optimizer(optimizer, 1e-2)
+  params = init_mlp(jax.random.key(0), (12, 24, 1), bias=False)
+  kw = dict(tx=tx, batch_size=8, impl=impl, fusion=fusion, model=models.REGRESSION)
+  p, s = params, tx.init(params)
+  losses = []
+  for e in range(2):
+    p, s, m = train.train_epoch_no_donate(p, s, x, y, orders[e], **kw)
+    losses.append(float(m["loss"]))
+  p2, s2, m2 = train.train_epochs_no_donate(params, tx.init(params), x, y, orders, **kw)
+  assert [float(v) for v in m2["loss"]] == losses
+  for a, b in zip(jax.tree.leaves((p, s)), jax.tree.leaves((p2, s2)), strict=True):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  if optimizer == "adam":
+    assert int(jax.tree.leaves(s2)[0]) == 10  # optax's count: 2 epochs of 5 steps.

@@ -2,12 +2,13 @@
 params and optax state in, params, optax state and metrics out.
 
 Two kinds of kernel train it (``jaxshallow.paths.epoch_kernel`` picks): a grid of programs
-that meet at grid-wide barriers (``pallas_kernels.fused.mlp_epoch``; any depth, SGD,
-momentum or Adam, batches up to its ``MAX_BATCH``), and on a Hopper GPU, for the two networks they take,
-one thread-block cluster (``cluster_mlp_mgpu``: 784-256-10 at batch 64, plain SGD;
+that meet at grid-wide barriers (``pallas_kernels.fused.mlp_epoch``; any depth, SGD, momentum
+or Adam, batches up to its ``MAX_BATCH``), and on a Hopper GPU, for the two networks they
+take, one thread-block cluster (``cluster_mlp_mgpu``: 784-256-10 at batch 64, plain SGD;
 ``cluster_epoch_mgpu``: the regression net 32-H-1 at batch 256, plain SGD, float32). On a GPU
-the grid kernel runs compiled, one launch an epoch; elsewhere the same phase code runs in
-interpret mode, one call per phase and step (slow, for tests).
+the grid kernel runs compiled, one launch a call (``run``: an epoch; ``run_epochs``: several,
+one after another); elsewhere the same phase code runs in interpret mode, one call per phase
+and step (slow, for tests).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def problem(model: str, n_outputs: int, batch_size: int, optimizer: str) -> str 
   if model not in MODELS:
     return f"the {model} is not in the MLP family"
   if optimizer not in OPTIMIZERS:
-    return f"it runs {' and '.join(OPTIMIZERS)}, not {optimizer}"
+    return f"it runs {', '.join(OPTIMIZERS)}, not {optimizer}"
   if batch_size > mlp_epoch.MAX_BATCH:
     return f"batch {batch_size} is over the {mlp_epoch.MAX_BATCH} rows it holds"
   if n_outputs > mlp_epoch.MAX_OUTPUTS:

@@ -98,10 +98,11 @@ class Config:
   epochs_per_call: int = setting(0, "Epochs compiled into one call, their losses brought back "
                                  "together (--dispatch=scan); 0: as many as make about 1,000 "
                                  "steps a call, a divisor of --epochs (1 for MNIST at batch 64).",
-                                 applies=(lambda c: c.dispatch == "scan",
-                                          "applies to --dispatch=scan"))
-  overlap: bool = setting(True, "Dispatch the next two epochs before waiting for this one's "
-                          "loss (the host two epochs behind the device); --nooverlap: wait, "
+                                 applies=(
+      lambda c: c.dispatch == "scan" or c.epochs_per_call <= 1,
+      "needs --dispatch=scan (a loop dispatches each step)"))
+  overlap: bool = setting(True, "Dispatch the next two calls before waiting for this one's "
+                          "losses (the host two calls behind the device); --nooverlap: wait, "
                           "then dispatch.")
   blocks: str | None = setting(None, "Pallas dense block sizes BM,BN,BK, or auto.")
   fusion: str | None = setting(None, "pallas: epoch (the whole epoch in one kernel; the default "

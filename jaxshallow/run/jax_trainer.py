@@ -1,5 +1,5 @@
 """The trainer of the xla, pallas and triton impls: the model state on the device, one compiled
-epoch."""
+call of one or several epochs."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def epochs_per_call(cfg: Config, steps: int) -> int:
   of the epochs with at most ``STEPS_PER_CALL`` steps in all (at least 1), so that every call
   has the same shape and one compile serves the run."""
   if cfg.epochs_per_call:
-    return cfg.epochs_per_call
+    return min(cfg.epochs_per_call, cfg.epochs)
   if cfg.dispatch != "scan" or cfg.data_parallel:
     return 1
   most = max(1, STEPS_PER_CALL // max(steps, 1))
@@ -39,9 +39,10 @@ def epochs_per_call(cfg: Config, steps: int) -> int:
 
 
 class JaxTrainer(TrainerState):
-  """xla and pallas. By default the data are resident on the device and an epoch is one
-  compiled ``lax.scan``; ``cfg.dispatch``, ``placement``, ``donate`` and ``sync`` switch to the
-  slower ways, so each technique can be measured on its own."""
+  """xla and pallas. By default the data are resident on the device and a call of
+  ``epochs_per_call`` epochs is one compiled ``lax.scan``; ``cfg.dispatch``, ``placement``,
+  ``donate`` and ``sync`` switch to the slower ways, so each technique can be measured on its
+  own."""
 
   def __init__(self, cfg: Config, ds: data_lib.Dataset, params):
     self.cfg, self.ds = cfg, ds
@@ -90,6 +91,8 @@ class JaxTrainer(TrainerState):
           batch_size=self.cfg.batch_size, the_mesh=self.mesh, **self.static).compile()
     elif self.cfg.dispatch == "scan":
       self.fn = self._compile_scan(self.calls[0] if self.calls else self.orders[0])
+      if self.calls and self.calls[-1].shape != self.calls[0].shape:  # A shorter last call.
+        self.fn_last = self._compile_scan(self.calls[-1])
     else:
       streamed = self.cfg.placement == "streamed"
       step = train.jit_step(train.step_on_batch if streamed else train.step_on_indices,
@@ -167,12 +170,13 @@ class JaxTrainer(TrainerState):
     return losses
 
   def _last_call_fn(self):
-    if self.fn_last is None:
+    if self.fn_last is None:  # Compiled by compile(), unless the caller replaced self.fn.
       self.fn_last = self._compile_scan(self.calls[-1])
     return self.fn_last
 
   def _one_epoch_fn(self):
-    """An epoch a call, for ``start_epoch`` where calls hold several (compiled when asked)."""
+    """An epoch a call, for ``start_epoch`` where calls hold several: compiled when first
+    asked, so inside whatever the caller times (lockstep comparisons ask for calls of one)."""
     if self.fn_one is None:
       self.fn_one = self._compile_scan(self.orders[0])
     return self.fn_one

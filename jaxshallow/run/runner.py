@@ -134,9 +134,9 @@ def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True
   whole run. Without it the host waits, then dispatches. Each epoch of a group gets the
   group's mean time. Stops at the first NaN or infinite loss (diverged): the epochs after it
   are not reported, though its group's later epochs have run, and with ``overlap`` up to
-  ``AHEAD`` groups more. A trainer whose ``start_epoch`` runs the epoch before it returns (``asynchronous``
-  False: NumPy, per-step sync) is never overlapped, or each epoch would be timed with the next
-  ones' work.
+  ``AHEAD`` groups more. A trainer whose ``start_epoch`` runs the epoch before it returns
+  (``asynchronous`` False: NumPy, per-step sync) is never overlapped, or each epoch would be
+  timed with the next ones' work. A trainer with ``start_epochs`` dispatches a group with it.
   """
   overlap = overlap and trainer.asynchronous
   size = sync_every * getattr(trainer, "epochs_per_call", 1)  # A group is whole calls.
@@ -150,8 +150,10 @@ def timed_epochs(trainer, epochs: int, sync_every: int = 1, overlap: bool = True
   for i, group in enumerate(groups):
     while len(pending) <= (AHEAD if overlap else 0) and i + len(pending) < len(groups):
       pending.append(start(groups[i + len(pending)]))
-    # np.asarray waits for the values: a call's are an array, one an epoch.
-    group_losses = [float(v) for call in pending.popleft() for v in np.atleast_1d(np.asarray(call))]
+    # Reading a value waits for it: a call's losses are an array, one an epoch (a scalar for
+    # a trainer of an epoch a call, which may be a framework's tensor: float() reads it).
+    group_losses = [float(v) for call in pending.popleft()
+                    for v in (np.asarray(call) if getattr(call, "ndim", 0) else [call])]
     arrived = time.perf_counter()
     seconds = (arrived - t0) / len(group)
     for e, loss in zip(group, group_losses):

@@ -1,10 +1,11 @@
-"""Trainers: each holds one model's state and trains it an epoch at a time.
+"""Trainers: each holds one model's state and trains it a call of epochs at a time.
 
 ``make_trainer`` picks the trainer of ``cfg.impl``: ``JaxTrainer`` (xla, pallas and triton,
 ``jax_trainer``) or ``NumpyTrainer`` (the CPU reference, ``numpy_trainer``). Both give the same
 interface (``compile``, ``run_epoch``, ``start_epoch`` with ``asynchronous``, ``evaluate``,
 ``get_state``/``set_state``), which is what the runner, the benchmark and the lockstep parity
-check use.
+check use; ``JaxTrainer`` adds ``epochs_per_call`` and ``start_epochs`` (a call of several
+epochs), which the runner uses where a trainer has them.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ HIDDEN_BLOCK = 16  # Units per tile of hidden layers (and inputs per tile of dee
 ADAM = (0.9, 0.999, 1e-8)  # b1, b2, eps: optax.adam's defaults, which jaxshallow's Adam uses.
 # The optimizer state kept beside each weight and bias: momentum's velocity; Adam's first and
 # second moments.
-SLOTS = {"sgd": (), "momentum": ("v",), "adam": ("m", "n")}
+SLOTS = {"sgd": (), "momentum": ("v",), "adam": ("mu", "nu")}
 
 
 def _optimizer(plan) -> str:
@@ -169,6 +169,9 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
     raise ValueError("the mse head has one output")
   if momentum and adam:
     raise ValueError("momentum or adam, not both")
+  if hidden_block < 16 or hidden_block & (hidden_block - 1):
+    raise ValueError(f"hidden_block must be a power of two of at least 16 (Triton's tiles), "
+                     f"got {hidden_block}")
   plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8, adam=adam,
               hidden_block=hidden_block)
   # Layer 0's inputs per tile: the narrowest of 32, 64 and 128 that still gives every program
@@ -362,10 +365,10 @@ def _direction(plan, st, io, name, r0, c0, grad, s):
     return grad
   if plan.adam:
     b1, b2, eps = ADAM
-    m = (1 - b1) * grad + b1 * _load(st["m" + name], r0, c0, grad.shape)
-    v = (1 - b2) * (grad * grad) + b2 * _load(st["n" + name], r0, c0, grad.shape)
-    _store(st["m" + name], r0, c0, m)
-    _store(st["n" + name], r0, c0, v)
+    m = (1 - b1) * grad + b1 * _load(st["mu" + name], r0, c0, grad.shape)
+    v = (1 - b2) * (grad * grad) + b2 * _load(st["nu" + name], r0, c0, grad.shape)
+    _store(st["mu" + name], r0, c0, m)
+    _store(st["nu" + name], r0, c0, v)
     factors, lanes = common.load_vec(io["adam"], 2 * s, 16, other=1.0), jnp.arange(16)
     c1 = jnp.sum(jnp.where(lanes == 0, factors, 0.0))
     c2 = jnp.sum(jnp.where(lanes == 1, factors, 0.0))
@@ -645,6 +648,14 @@ def epoch_phases(plan: Plan, io_args, state, interpret=True):
   return lax.fori_loop(np.int32(0), np.int32(plan.steps), step, list(state))
 
 
+def _slot_trees(plan: Plan, slots) -> list:
+  """One params-like tree (or None: zeros) for each of the optimizer's ``SLOTS``."""
+  names = SLOTS[_optimizer(plan)]
+  if slots is None:
+    return [None] * len(names)
+  return [slots] if plan.momentum else list(slots)
+
+
 def init_state(plan: Plan, params, slots=None, dtype=jnp.float32):
   """The kernel's state list from params (a list of {"w", "b"} dicts) and the optimizer's
   state beside them (``SLOTS``: momentum's velocities, a list like params; Adam's moments, a
@@ -658,9 +669,7 @@ def init_state(plan: Plan, params, slots=None, dtype=jnp.float32):
   if plan.bias:
     arrays.update({f"b{l}": params[l]["b"].astype(dtype) for l in range(L - 1)})
     arrays[f"b{L - 1}"] = jnp.stack([params[-1]["b"].astype(dtype)] * 2)
-  names = SLOTS[_optimizer(plan)]
-  trees = (slots,) if plan.momentum else slots
-  for slot, tree in zip(names, trees or [None] * len(names)):
+  for slot, tree in zip(SLOTS[_optimizer(plan)], _slot_trees(plan, slots)):
     for l in range(L):
       for kind in ("w", "b") if plan.bias else ("w",):
         shape = params[l][kind].shape
