@@ -49,7 +49,7 @@ def one_process(workload: str, impl: str, cache: pathlib.Path, out: pathlib.Path
 
 def measure(workload: str, impl: str, extra=(), warm_runs: int = 3) -> dict:
   """The cold run of one workload and impl, then ``warm_runs`` warm ones: "warm" is the run of
-  the median wall time, "warm_walls" all of them (one warm process varied by half a second on
+  the median wall time, "warm_walls" all of them (one warm process varied by up to 1.3 s on
   the H100's host). ``extra``: more script flags."""
   with tempfile.TemporaryDirectory(prefix="jaxshallow-e2e-") as tmp:
     tmp = pathlib.Path(tmp)

@@ -71,3 +71,15 @@ def test_a_call_carries_the_optimizer_state_as_epochs_do(optimizer, impl, fusion
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   if optimizer == "adam":
     assert int(jax.tree.leaves(s2)[0]) == 10  # optax's count: 2 epochs of 5 steps.
+
+
+def test_an_epoch_at_a_time_from_a_trainer_of_several_a_call():
+  """start_epoch (lockstep comparisons) on a trainer whose calls hold 2 epochs: each epoch's
+  order is its call's row, and the losses are those of an epoch a call."""
+  from jaxshallow.run import trainers
+  _, one, _ = _losses(impl="xla", epochs_per_call=1)
+  cfg = config.resolve(dataclasses.replace(BASE, impl="xla", epochs_per_call=2))
+  trainer = trainers.make_trainer(cfg, runner.load_data(cfg))
+  trainer.compile()
+  assert trainer.epochs_per_call == 2
+  assert [trainer.run_epoch(e) for e in range(4)] == one

@@ -55,11 +55,10 @@ class JaxTrainer(TrainerState):
     steps, bs = len(ds.train_labels) // cfg.batch_size, cfg.batch_size
     self.epochs_per_call = k = epochs_per_call(cfg, steps)
     if cfg.dispatch == "scan":
-      self.orders = [self._put(o) for o in orders]
-      # One (k, n) array a call; the last call may hold fewer epochs (an explicit k that does
-      # not divide the epochs): it compiles once more.
-      self.calls = ([self._put(np.stack(orders[i:i + k])) for i in range(0, cfg.epochs, k)]
-                    if k > 1 else None)
+      # One array a call: its epoch's order, or for k > 1 its epochs' orders a row (the last
+      # call may hold fewer, where a given k does not divide the epochs: it compiles once more).
+      self.orders = [self._put(np.stack(orders[i:i + k]) if k > 1 else orders[i])
+                     for i in range(0, cfg.epochs, k)]
     elif cfg.placement == "resident":  # Each step's indices on the device before timing.
       self.orders = [[jax.device_put(o[s * bs:(s + 1) * bs]) for s in range(steps)]
                      for o in orders]
@@ -90,9 +89,9 @@ class JaxTrainer(TrainerState):
           self.params, self.opt_state, *self.data["train"], self.orders[0], tx=self.tx,
           batch_size=self.cfg.batch_size, the_mesh=self.mesh, **self.static).compile()
     elif self.cfg.dispatch == "scan":
-      self.fn = self._compile_scan(self.calls[0] if self.calls else self.orders[0])
-      if self.calls and self.calls[-1].shape != self.calls[0].shape:  # A shorter last call.
-        self.fn_last = self._compile_scan(self.calls[-1])
+      self.fn = self._compile_scan(self.orders[0])
+      if self.orders[-1].shape != self.orders[0].shape:  # A shorter last call.
+        self.fn_last = self._compile_scan(self.orders[-1])
     else:
       streamed = self.cfg.placement == "streamed"
       step = train.jit_step(train.step_on_batch if streamed else train.step_on_indices,
@@ -163,31 +162,35 @@ class JaxTrainer(TrainerState):
       raise ValueError(f"calls hold {k} epochs: start at a multiple of {k}, not {epochs.start}")
     losses = []
     for c in range(epochs.start // k, -(-epochs.stop // k)):
-      fn = self.fn if self.calls[c].shape == self.calls[0].shape else self._last_call_fn()
+      fn = self.fn if self.orders[c].shape == self.orders[0].shape else self._last_call_fn()
       self.params, self.opt_state, metrics = fn(
-          self.params, self.opt_state, *self.data["train"], self.calls[c])
+          self.params, self.opt_state, *self.data["train"], self.orders[c])
       losses.append(metrics["loss"])
     return losses
 
   def _last_call_fn(self):
     if self.fn_last is None:  # Compiled by compile(), unless the caller replaced self.fn.
-      self.fn_last = self._compile_scan(self.calls[-1])
+      self.fn_last = self._compile_scan(self.orders[-1])
     return self.fn_last
 
   def _one_epoch_fn(self):
     """An epoch a call, for ``start_epoch`` where calls hold several: compiled when first
     asked, so inside whatever the caller times (lockstep comparisons ask for calls of one)."""
     if self.fn_one is None:
-      self.fn_one = self._compile_scan(self.orders[0])
+      self.fn_one = self._compile_scan(self.orders[0][0])
     return self.fn_one
 
   def start_epoch(self, e: int):
     """One epoch, dispatched; returns its mean training loss as a device value, so that
     the host can dispatch more epochs before it waits (``overlap``, ``sync_every``)."""
     if self.cfg.dispatch == "scan":
-      fn = self.fn if self.epochs_per_call == 1 else self._one_epoch_fn()
+      k = self.epochs_per_call
+      if k == 1:
+        fn, order = self.fn, self.orders[e]
+      else:  # Row e % k of its call's orders.
+        fn, order = self._one_epoch_fn(), self.orders[e // k][e % k]
       self.params, self.opt_state, metrics = fn(
-          self.params, self.opt_state, *self.data["train"], self.orders[e])
+          self.params, self.opt_state, *self.data["train"], order)
       return metrics["loss"]
     losses, streamed = [], self.cfg.placement == "streamed"
     batches = self.orders[e]

@@ -251,8 +251,9 @@ def matmul_nt(a, b, bias=None, *, relu: bool = False, tiles: Tiles = Tiles(),
 
 def on_hopper() -> bool:
   """Whether the default device is a Hopper GPU (sm_90) and this jax ships Pallas' Mosaic GPU
-  (its module is there; whether it imports is not tried). Looked up, not imported: importing Mosaic GPU takes 0.3 s (H100 host, jax 0.12), and a run
-  whose compiled epoch comes from the cache (``jaxshallow.compile_cache``) never needs it."""
+  (its module is there; whether it imports is not tried). Looked up, not imported: the import
+  takes 0.34 s (H100 host, jax 0.11.2), which a run whose cached program holds no Mosaic GPU
+  kernel never needs (``jaxshallow.compile_cache`` imports it for one that does)."""
   if importlib.util.find_spec("jax.experimental.pallas.mosaic_gpu") is None:
     return False
   device = jax.devices()[0]
