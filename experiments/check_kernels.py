@@ -379,10 +379,11 @@ EPOCH_CASES = [((784, 256, 10), 64, "sgd"), ((784, 10), 64, "sgd"),
                ((32, 1024, 1), 256, "sgd"), ((32, 256, 1024, 256, 1), 256, "sgd"),
                ((784, 256, 10), 64, "adam"), ((33, 40, 17, 3), 37, "adam"),
                ((32, 256, 1), 256, "adam"),
-               # Wider hidden tiles (Plan.hidden_block): the three-layer MLP ran its epoch in
-               # 68 ms at 32 against 120 at 16 and xla's 112 (H100, 2026-11-27); to be checked
-               # here before a default takes them.
-               ((784, 256, 1024, 256, 10), 64, "sgd", 32), ((784, 1024, 10), 64, "sgd", 64)]
+               # Wider hidden tiles and float32's products split into bfloat16 parts (mlp_epoch.tiles_for), at
+               # widths and batches that are not multiples of the tiles too.
+               ((784, 256, 1024, 256, 10), 64, "sgd"), ((784, 1024, 10), 64, "sgd"),
+               ((784, 512, 256, 10), 64, "adam"), ((784, 512, 256, 10), 64, "momentum"),
+               ((784, 600, 300, 10), 50, "sgd"), ((784, 256, 1024, 256, 10), 64, "sgd", 16)]
 EPOCH_STEPS = 20
 
 
@@ -404,7 +405,7 @@ def _epoch_reference(params, x, y, order, lr, optimizer, batch, model, steps=EPO
 def epoch_cases(rng, interpret):
   """The whole-epoch kernel (compiled on a GPU: one launch) against train_step in float64."""
   for widths, batch, optimizer, *block in EPOCH_CASES:
-    hidden_block = block[0] if block else mlp_epoch.HIDDEN_BLOCK
+    hidden_block = block[0] if block else None  # None: the plan's own choice.
     head = "mse" if widths[-1] == 1 else "xent"
     n = EPOCH_STEPS * batch + 5
     if head == "xent":
@@ -441,7 +442,7 @@ def epoch_cases(rng, interpret):
         pairs = pairs[-len(params[-1]):]  # The last layer's leaves come last.
       err = max(rel_err(losses, ref_losses), *(rel_err(a, b) for a, b in pairs))
       name = f"epoch kernel {'-'.join(map(str, widths))} batch {batch} {optimizer}"
-      name += f" P={plan.programs}" + (f" hidden_block={hidden_block}" if block else "")
+      name += f" P={plan.programs} hidden_block={plan.hidden_block}" + (" split" if plan.split else "")
       yield name, precision, err
 
 

@@ -38,6 +38,51 @@ def test_one_barrier_a_step_where_layer_0_has_one_input_tile():
   assert not plan((32, 256, 256, 1), "mse").merged  # Three layers.
 
 
+def test_tiles_for_wide_mlps_and_batch_128():
+  """Split products in wider tiles for the MLP at 33 to 64 rows with a hidden layer of 512 units
+  and more than one hidden layer (tiles of 32), or one of 1024 units (tiles of 64); elsewhere
+  IEEE float32 products in tiles of 16; reduced precisions never split."""
+  pick = lambda widths, batch, head="xent", precision="float32": mlp_epoch.tiles_for(
+      widths, batch, head, precision)
+  assert pick((784, 1024, 10), 64) == (64, True) and pick((784, 1024, 10), 40) == (64, True)
+  assert pick((784, 512, 256, 10), 64) == (32, True)
+  assert pick((784, 256, 1024, 256, 10), 64) == (32, True)
+  assert pick((784, 512, 10), 64) == (16, False) and pick((784, 256, 256, 10), 64) == (16, False)
+  assert pick((784, 1024, 10), 128) == (16, False) and pick((784, 1024, 10), 32) == (16, False)
+  assert pick((784, 10), 64) == (16, False) and pick((32, 1024, 1), 64, "mse") == (16, False)
+  assert pick((784, 1024, 10), 64, precision="tf32") == (16, False)
+  plan = mlp_epoch.make_plan((784, 512, 256, 10), 64, 1)
+  assert plan.split and plan.products == "split" and plan.hidden_block == 32
+  with pytest.raises(ValueError, match="split products are float32's"):
+    mlp_epoch.make_plan((784, 512, 256, 10), 64, 1, precision="tf32", split=True)
+
+
+def test_split_products_against_float64():
+  """A float32 plan with split products (bfloat16 parts, interpreted on the CPU) stays within
+  float32's tolerance of the float64 trajectory, at widths no tile divides and with each
+  optimizer, and its products differ from the IEEE ones (the split path ran)."""
+  widths, batch, steps, rng = (20, 70, 10), 7, 3, np.random.default_rng(0)
+  n = steps * batch
+  x = jnp.asarray(rng.integers(0, 256, (n, 20)), jnp.uint8)
+  y = jnp.asarray(rng.integers(0, 10, n), jnp.int32)
+  order = jnp.arange(n, dtype=jnp.int32)
+  for optimizer in ("sgd", "momentum", "adam"):
+    tx = make_optimizer(optimizer, 1e-2 if optimizer == "adam" else 0.1)
+    params = init_mlp(jax.random.key(0), widths)
+    with jax.enable_x64(True):
+      p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
+      _, _, want = xla_steps(p64, jnp.asarray(x, jnp.float64) / 255, y, order, tx, batch, steps,
+                             models.MLP)
+    runs = [mlp_epoch.train_epoch(params, None, x, y, order, tx.lr, tx.momentum, fused=False,
+                                  interpret=True, plan=mlp_epoch.make_plan(
+                                      widths, batch, steps, max_programs=3, hidden_block=32,
+                                      momentum=optimizer == "momentum",
+                                      adam=optimizer == "adam", split=split))
+            for split in (True, False)]
+    np.testing.assert_allclose(runs[0][2], want, rtol=1e-5)
+    assert not np.array_equal(runs[0][0][0]["w"], runs[1][0][0]["w"])
+
+
 # Wider hidden tiles (Plan.hidden_block), at depths 2 and 3, with each optimizer.
 BLOCK_CASES = [((20, 70, 10), 7, "sgd", 3, 32), ((33, 40, 17, 3), 7, "momentum", 2, 32),
                ((12, 70, 1), 5, "adam", 2, 64), ((8, 40, 70, 1), 6, "sgd", 3, 32)]

@@ -29,12 +29,15 @@ def test_default_fusion_is_the_faster_one(caplog):
 
 
 def test_measured_choices_come_before_the_rule(caplog):
-  """Where the grid measured every Pallas path slower than xla (784-1024-10 at batch 64), xla's
-  step, with a one-line notice; a path asked for is kept; at batch 128 the rule again."""
-  assert pick(model="mlp", hidden=(1024,)) == "xla"
+  """Where the grid measured every Pallas path slower than xla (784-2048-10 at batch 64), xla's
+  step, with a one-line notice; a path asked for is kept; where it measured the epoch kernel
+  faster beyond the work rule's limit (784-1024-10), the epoch kernel; at batch 128 the rule
+  again."""
+  assert pick(model="mlp", hidden=(2048,)) == "xla"
   assert len(caplog.records) == 1 and "--fusion=xla" in caplog.text
-  assert pick(model="mlp", hidden=(1024,), fusion="epoch") == "epoch"
+  assert pick(model="mlp", hidden=(2048,), fusion="epoch") == "epoch"
   assert pick(model="regression", dataset="large", hidden=(256, 256)) == "xla"
+  assert pick(model="mlp", hidden=(1024,)) == "epoch"
   assert pick(model="mlp", hidden=(1024,), batch_size=128) == "ops"
 
 

@@ -38,9 +38,11 @@ def problem(model: str, n_outputs: int, batch_size: int, optimizer: str) -> str 
 
 def work_per_program(widths, batch_size: int) -> float:
   """Multiply-adds a pass per program of the grid epoch kernel for this network, judged on an
-  H100's 132 SMs wherever it runs, so that a choice made from it is the same on every machine."""
+  H100's 132 SMs wherever it runs, so that a choice made from it is the same on every machine.
+  Counted in the tiles of 16 units that ``paths.OPS_FASTER_ABOVE`` was measured with."""
   from pallas_kernels.fused import mlp_epoch
-  plan = mlp_epoch.make_plan(widths, batch_size, 1, head="mse" if widths[-1] == 1 else "xent")
+  plan = mlp_epoch.make_plan(widths, batch_size, 1, head="mse" if widths[-1] == 1 else "xent",
+                             hidden_block=mlp_epoch.HIDDEN_BLOCK, split=False)
   return plan.work_per_program()
 
 

@@ -69,6 +69,14 @@ from pallas_kernels.ops.softmax_xent import row_stats, softmax_minus_onehot
 MAX_BATCH = 512  # Rows of a step held in registers; larger batches use the op kernels.
 MAX_OUTPUTS = 128  # The last layer's outputs must fit one tile.
 HIDDEN_BLOCK = 16  # Units per tile of hidden layers (and inputs per tile of deeper layers).
+# Where float32's products go to the tensor cores as bfloat16 parts (``Plan.split``) in wider
+# tiles: the MLP (softmax head) at 33 to 64 rows a step with a hidden layer of at least this many
+# units and either more than one hidden layer (tiles of 32) or one of 1024 units or more (tiles
+# of 64). Measured on the H100 (docs/design/epoch_kernels.md): on the FMA units, in tiles of 16,
+# the products were most of the step there; split products in tiles of 16, or the FMA units in
+# wider tiles, were slower; at 512 hidden units, at batch 128, 256 and 512 and for the
+# regression nets the split products gained nothing.
+SPLIT_FROM_UNITS = 512
 ADAM = (0.9, 0.999, 1e-8)  # b1, b2, eps: optax.adam's defaults, which jaxshallow's Adam uses.
 # The optimizer state kept beside each weight and bias: momentum's velocity; Adam's first and
 # second moments.
@@ -105,6 +113,14 @@ class Plan:
   input_block: int = 0  # Layer 0's block_k; 0 for the default below.
   adam: bool = False  # Adam (optax.adam's defaults, ADAM) instead of SGD or momentum.
   hidden_block: int = HIDDEN_BLOCK  # Units per tile of hidden layers (inputs of deeper ones).
+  # float32's products on the tensor cores, as accurate: each operand as three bfloat16 parts
+  # (``common.dot_split``). For float32 data only (float64 in the CPU tests takes IEEE products).
+  split: bool = False
+
+  @property
+  def products(self) -> str:
+    """The precision of the tiles' products, as ``common.dot`` takes it."""
+    return "split" if self.split else self.precision
 
   @property
   def layers(self) -> int:
@@ -156,8 +172,9 @@ class Plan:
 
 def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
               precision="float32", scale_u8=True, max_programs=132, adam=False,
-              hidden_block=HIDDEN_BLOCK) -> Plan:
-  """The plan for these shapes; ValueError (one line) for what the kernel cannot hold."""
+              hidden_block=None, split=None) -> Plan:
+  """The plan for these shapes; ValueError (one line) for what the kernel cannot hold.
+  ``hidden_block`` and ``split``: None for ``tiles_for``'s choice."""
   widths = tuple(int(w) for w in widths)
   if len(widths) < 2:
     raise ValueError(f"an MLP needs at least two widths, got {widths}")
@@ -169,11 +186,16 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
     raise ValueError("the mse head has one output")
   if momentum and adam:
     raise ValueError("momentum or adam, not both")
+  auto_block, auto_split = tiles_for(widths, batch, head, precision)
+  hidden_block = auto_block if hidden_block is None else hidden_block
+  split = auto_split if split is None else split
+  if split and precision != "float32":
+    raise ValueError(f"split products are float32's, not {precision}'s")
   if hidden_block < 16 or hidden_block & (hidden_block - 1):
     raise ValueError(f"hidden_block must be a power of two of at least 16 (Triton's tiles), "
                      f"got {hidden_block}")
   plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8, adam=adam,
-              hidden_block=hidden_block)
+              hidden_block=hidden_block, split=split)
   # Layer 0's inputs per tile: the narrowest of 32, 64 and 128 that still gives every program
   # one tile at most, so that more SMs share the products. Narrower (more partial sums for the
   # next phase to add) was slower: softmax regression ran fastest at 32 (25 programs), slowest
@@ -190,6 +212,15 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
   # 4 are faster.
   wide = head == "xent" and plan.rows * plan.block_k(0) >= 8192
   return dataclasses.replace(plan, programs=programs, num_warps=8 if wide else 4)
+
+
+def tiles_for(widths, batch, head, precision) -> tuple[int, bool]:
+  """The hidden tile width and whether float32 takes split products (see SPLIT_FROM_UNITS)."""
+  hidden = tuple(widths[1:-1])
+  if (head != "xent" or precision != "float32" or common.tile_side(batch) != 64 or not hidden
+      or max(hidden) < SPLIT_FROM_UNITS or (len(hidden) == 1 and max(hidden) < 1024)):
+    return HIDDEN_BLOCK, False
+  return (64 if len(hidden) == 1 else 32), True
 
 
 # The state the kernel reads and writes, as one flat list of arrays in a fixed order. ----------
@@ -335,7 +366,7 @@ def _product(plan, l, a, b, trans_a=False, trans_b=False):
   are: a 16-wide dot of mostly zeros ran 16 times the arithmetic through shared memory. Those
   sums are float32 at every precision."""
   if l < plan.layers - 1 or plan.widths[-1] > 1:
-    return common.dot(a, b, plan.precision, trans_a=trans_a, trans_b=trans_b)
+    return common.dot(a, b, plan.products, trans_a=trans_a, trans_b=trans_b)
   first = lambda v, n: jnp.where(jnp.arange(n)[None, :] == 0, v[:, None], 0.0)
   if trans_b:  # g @ w^T, g and w real in column 0 only: an outer product.
     return _col0(a)[:, None] * _col0(b)[None, :]
@@ -426,7 +457,7 @@ def merged_forward_phase(plan, st, io, pid, s):
   layer's tile nt (those units' rows), that tile's partial outputs."""
   def tile(kt, nt, k0, n0):
     x = _inputs(plan, io["x"], s, k0, plan.block_k(0))
-    z = common.dot(x, _weight_tile(plan, st, 0, k0, n0, s), plan.precision)
+    z = common.dot(x, _weight_tile(plan, st, 0, k0, n0, s), plan.products)
     a = _activation(plan, st, 0, z, n0, volatile=False)  # Its own units' bias.
     common.store_tile(st["act1"], 0, n0, a)
     _store_partial(plan, st, 1, nt, 0, a, _weight_tile(plan, st, 1, n0, 0, s), s)
@@ -484,7 +515,7 @@ def _backward_tile(plan, st, io, l, kt, nt, k0, n0, g, s, w=None):
     w = common.load_tile(st[f"w{l}"], k0, c0 + n0, bk, bn)
   if 0 < l < plan.layers - 1:
     common.store_tile(st[f"dact{l}"], nt * plan.rows, k0,
-                      common.dot(g, w, plan.precision, trans_b=True))
+                      common.dot(g, w, plan.products, trans_b=True))
   a = _layer_input(plan, st, io, l, k0, bk, s)
   _update(plan, st, io, f"w{l}", k0, n0, _product(plan, l, a, g, trans_a=True), s,
           w=w, out_c0=out_c0 + n0 if l == plan.layers - 1 else None)
@@ -711,6 +742,8 @@ def train_epoch(params, slots, x, y, order, lr, momentum, *, plan: Plan, fused=T
   ``num_warps``: None for the plan's.
   """
   dtype = common.acc_dtype(jnp.float32 if x.dtype == jnp.uint8 else x.dtype)
+  if dtype != jnp.float32:
+    plan = dataclasses.replace(plan, split=False)  # bfloat16 parts hold float32's bits only.
   idx = order[:plan.steps * plan.batch]
   corrections = (adam_corrections(count, plan.steps, dtype) if plan.adam
                  else jnp.ones((16,), dtype))

@@ -38,6 +38,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
+from pallas_kernels.common import split3  # noqa: F401 (the cluster kernels take it from here)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,22 +189,6 @@ def split_tf32(x):
   bits = lax.bitcast_convert_type(x, jnp.int32) & jnp.int32(-8192)  # 0xFFFFE000
   hi = lax.bitcast_convert_type(bits, jnp.float32)
   return hi, x - hi
-
-
-def split3(a):
-  """float32 a as three bfloat16 parts whose float32 sum is a, exactly (each part the rounding
-  of what the earlier ones left: the next 8 bits of a's 24), so bfloat16 tensor-core products
-  of the parts lose nothing. Plain jnp, like ``split_tf32``, and for the same reason in bits:
-  XLA on GPUs drops a float32 -> bfloat16 -> float32 round trip (it allows excess precision),
-  which would leave the later parts zero."""
-  parts = []
-  for _ in range(3):
-    bits = lax.bitcast_convert_type(a, jnp.int32)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & jnp.int32(-65536)  # to nearest even, 0xFFFF0000
-    rounded = lax.bitcast_convert_type(bits, jnp.float32)  # a bfloat16 value, in float32
-    parts.append(rounded.astype(jnp.bfloat16))  # exact
-    a = a - rounded  # exact: what is left has at most 16 (then 8) bits
-  return parts
 
 
 def load(ref, layout):
