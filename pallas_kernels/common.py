@@ -45,13 +45,18 @@ def split3(a):
   return parts
 
 
-def dot_split(a, b, trans_a: bool = False, trans_b: bool = False):
+def dot_split(a, b, trans_a: bool = False, trans_b: bool = False, a_exact: bool = False):
   """A float32 product on the tensor cores as accurate as float32's: each operand as ``split3``'s
   three bfloat16 parts, and the six products of parts down to 2^-16 of the leading one, the
   smallest first, accumulated in float32 (the three left out are under 2^-24 of |a| |b|). Six
   bfloat16 products cost about what 3xTF32's three TF32 ones do, and 3xTF32 (TF32's 11 bits
-  twice: 22 of float32's 24) was measured less accurate than float32 (docs/design/epoch_kernels.md)."""
-  a3, b3 = split3(a), split3(b)
+  twice: 22 of float32's 24) was measured less accurate than float32 (docs/design/epoch_kernels.md).
+  ``a_exact``: a holds bfloat16 values already (integers up to 256), so only b is split."""
+  b3 = split3(b)
+  if a_exact:  # a's values are bfloat16's (integer pixels): three exact products.
+    d = lambda j: plgpu.dot(a.astype(jnp.bfloat16), b3[j], trans_a, trans_b)
+    return (d(2) + d(1)) + d(0)
+  a3 = split3(a)
   d = lambda i, j: plgpu.dot(a3[i], b3[j], trans_a, trans_b)
   return ((d(1, 1) + d(0, 2) + d(2, 0)) + (d(0, 1) + d(1, 0))) + d(0, 0)
 

@@ -37,3 +37,19 @@ def test_dot_split_is_as_accurate_as_float32(trans_a, trans_b):
   scale = np.abs(a64) @ np.abs(b64)
   assert np.max(np.abs(np.asarray(product("split")) - want) / scale) < 2e-7
   assert np.max(np.abs(np.asarray(product("bfloat16")) - want) / scale) > 1e-4
+
+
+def test_dot_split_of_integer_pixels_is_exact_in_each_product():
+  """a_exact: integer pixels (bfloat16 values) times W's three parts, three products, as close
+  to the float64 product as the six of two split operands."""
+  rng = np.random.default_rng(1)
+  a = rng.integers(0, 256, (64, 48)).astype(np.float32)
+  b = rng.standard_normal((48, 32)).astype(np.float32)
+
+  def kernel(a_ref, b_ref, o_ref):
+    o_ref[...] = common.dot_split(a_ref[...], b_ref[...], a_exact=True)
+  got = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((64, 32), jnp.float32),
+                       interpret=True)(a, b)
+  want = a.astype(np.float64) @ b.astype(np.float64)
+  scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+  assert np.max(np.abs(np.asarray(got) - want) / scale) < 2e-7

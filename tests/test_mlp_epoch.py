@@ -58,9 +58,10 @@ def test_tiles_for_wide_mlps_and_batch_128():
 
 
 def test_split_products_against_float64():
-  """A float32 plan with split products (bfloat16 parts, interpreted on the CPU) stays within
-  float32's tolerance of the float64 trajectory, at widths no tile divides and with each
-  optimizer, and its products differ from the IEEE ones (the split path ran)."""
+  """A float32 plan with split products (bfloat16 parts, interpreted on the CPU), the pixels
+  split or as integers (``int_inputs``), stays within float32's tolerance of the float64
+  trajectory, at widths no tile divides and with each optimizer; its products differ from the
+  IEEE ones (the split path ran)."""
   widths, batch, steps, rng = (20, 70, 10), 7, 3, np.random.default_rng(0)
   n = steps * batch
   x = jnp.asarray(rng.integers(0, 256, (n, 20)), jnp.uint8)
@@ -76,11 +77,14 @@ def test_split_products_against_float64():
     runs = [mlp_epoch.train_epoch(params, None, x, y, order, tx.lr, tx.momentum, fused=False,
                                   interpret=True, plan=mlp_epoch.make_plan(
                                       widths, batch, steps, max_programs=3, hidden_block=32,
-                                      momentum=optimizer == "momentum",
-                                      adam=optimizer == "adam", split=split))
-            for split in (True, False)]
-    np.testing.assert_allclose(runs[0][2], want, rtol=1e-5)
-    assert not np.array_equal(runs[0][0][0]["w"], runs[1][0][0]["w"])
+                                      momentum=optimizer == "momentum", adam=optimizer == "adam",
+                                      split=split, int_inputs=int_inputs))
+            for split, int_inputs in ((True, False), (True, True), (False, False))]
+    for run in runs[:2]:
+      np.testing.assert_allclose(run[2], want, rtol=1e-5)
+    # Each path ran: three sets of products, three roundings.
+    w0 = [np.asarray(run[0][0]["w"]) for run in runs]
+    assert not np.array_equal(w0[0], w0[2]) and not np.array_equal(w0[1], w0[0])
 
 
 # Wider hidden tiles (Plan.hidden_block), at depths 2 and 3, with each optimizer.

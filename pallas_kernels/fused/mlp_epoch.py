@@ -116,6 +116,10 @@ class Plan:
   # float32's products on the tensor cores, as accurate: each operand as three bfloat16 parts
   # (``common.dot_split``). For float32 data only (float64 in the CPU tests takes IEEE products).
   split: bool = False
+  # With split products, uint8 inputs enter layer 0's products as the integers they are (exact
+  # in bfloat16: three products of W's parts, not six), scaled by 1/255 after. Not yet a default:
+  # not yet timed on the GPU.
+  int_inputs: bool = False
 
   @property
   def products(self) -> str:
@@ -172,7 +176,7 @@ class Plan:
 
 def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
               precision="float32", scale_u8=True, max_programs=132, adam=False,
-              hidden_block=None, split=None) -> Plan:
+              hidden_block=None, split=None, int_inputs=False) -> Plan:
   """The plan for these shapes; ValueError (one line) for what the kernel cannot hold.
   ``hidden_block`` and ``split``: None for ``tiles_for``'s choice."""
   widths = tuple(int(w) for w in widths)
@@ -195,7 +199,8 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
     raise ValueError(f"hidden_block must be a power of two of at least 16 (Triton's tiles), "
                      f"got {hidden_block}")
   plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8, adam=adam,
-              hidden_block=hidden_block, split=split)
+              hidden_block=hidden_block, split=split,
+              int_inputs=int_inputs and split and head == "xent")
   # Layer 0's inputs per tile: the narrowest of 32, 64 and 128 that still gives every program
   # one tile at most, so that more SMs share the products. Narrower (more partial sums for the
   # next phase to add) was slower: softmax regression ran fastest at 32 (25 programs), slowest
@@ -293,7 +298,7 @@ def _inputs(plan, x_ref, s, k0, bk):
   x = common.load_tile(x_ref, s * plan.batch, k0, plan.rows, bk, row_ok=_row_ok(plan))
   if x_ref.dtype == jnp.uint8:
     x = x.astype(jnp.float32)
-    return x / 255.0 if plan.scale_u8 else x
+    return x / 255.0 if plan.scale_u8 and not plan.int_inputs else x
   return x.astype(common.acc_dtype(x_ref.dtype))
 
 
@@ -364,7 +369,10 @@ def _product(plan, l, a, b, trans_a=False, trans_b=False):
   real output column in a tile of 16, so its three products (the outputs a @ w, the gradient
   g @ w^T taken down, the weights' gradient a^T g) are written as the broadcasts and sums they
   are: a 16-wide dot of mostly zeros ran 16 times the arithmetic through shared memory. Those
-  sums are float32 at every precision."""
+  sums are float32 at every precision. Layer 0's integer inputs (``plan.int_inputs``): their
+  products scaled by 1/255 after."""
+  if l == 0 and plan.int_inputs:
+    return common.dot_split(a, b, trans_a, trans_b, a_exact=True) / 255.0
   if l < plan.layers - 1 or plan.widths[-1] > 1:
     return common.dot(a, b, plan.products, trans_a=trans_a, trans_b=trans_b)
   first = lambda v, n: jnp.where(jnp.arange(n)[None, :] == 0, v[:, None], 0.0)
@@ -457,7 +465,7 @@ def merged_forward_phase(plan, st, io, pid, s):
   layer's tile nt (those units' rows), that tile's partial outputs."""
   def tile(kt, nt, k0, n0):
     x = _inputs(plan, io["x"], s, k0, plan.block_k(0))
-    z = common.dot(x, _weight_tile(plan, st, 0, k0, n0, s), plan.products)
+    z = _product(plan, 0, x, _weight_tile(plan, st, 0, k0, n0, s))
     a = _activation(plan, st, 0, z, n0, volatile=False)  # Its own units' bias.
     common.store_tile(st["act1"], 0, n0, a)
     _store_partial(plan, st, 1, nt, 0, a, _weight_tile(plan, st, 1, n0, 0, s), s)
@@ -744,6 +752,8 @@ def train_epoch(params, slots, x, y, order, lr, momentum, *, plan: Plan, fused=T
   dtype = common.acc_dtype(jnp.float32 if x.dtype == jnp.uint8 else x.dtype)
   if dtype != jnp.float32:
     plan = dataclasses.replace(plan, split=False)  # bfloat16 parts hold float32's bits only.
+  if not (plan.split and plan.scale_u8 and x.dtype == jnp.uint8):
+    plan = dataclasses.replace(plan, int_inputs=False)
   idx = order[:plan.steps * plan.batch]
   corrections = (adam_corrections(count, plan.steps, dtype) if plan.adam
                  else jnp.ones((16,), dtype))
