@@ -48,9 +48,9 @@ def split3(a):
 def dot_split(a, b, trans_a: bool = False, trans_b: bool = False, a_exact: bool = False):
   """A float32 product on the tensor cores as accurate as float32's: each operand as ``split3``'s
   three bfloat16 parts, and the six products of parts down to 2^-16 of the leading one, the
-  smallest first, accumulated in float32 (the three left out are under 2^-24 of |a| |b|). Six
-  bfloat16 products cost about what 3xTF32's three TF32 ones do, and 3xTF32 (TF32's 11 bits
-  twice: 22 of float32's 24) was measured less accurate than float32 (docs/design/epoch_kernels.md).
+  smallest first, accumulated in float32 (the three left out are under 2^-24 of |a| |b|).
+  3xTF32 (TF32's 11 bits twice: 22 of float32's 24) ran faster in the grid epoch kernel but was
+  measured less accurate than float32 there (docs/design/epoch_kernels.md).
   ``a_exact``: a holds bfloat16 values already (integers up to 256), so only b is split."""
   b3 = split3(b)
   if a_exact:  # a's values are bfloat16's (integer pixels): three exact products.

@@ -24,7 +24,9 @@ and checks them; the next step's columns depend on them.
 
 For comparison it times the grid-wide exchange of the epoch kernel the same way
 (``mlp_epoch.barrier_stress``, Triton: every program writes a tile, meets all the others at the
-grid barrier and reads its neighbour's tile) for the program counts in ``--grid_programs``.
+grid barrier and reads its neighbour's tile) for the program counts in ``--grid_programs``, and
+the same exchange in Mosaic GPU (``pallas_kernels.mgpu.grid_barrier``: the row written and read
+by TMA copies, the barrier a global semaphore) for ``--mgpu_grid_programs``.
 """
 
 import functools
@@ -51,6 +53,8 @@ def define_flags():
   flags.DEFINE_integer("repeats", 15, "Timed launches of each (median).")
   flags.DEFINE_bool("mlp", False,
                     "Also time cluster_mlp_mgpu's two exchanges: pulled, pushed, spread.")
+  flags.DEFINE_list("mgpu_grid_programs", ["16", "128", "132"],
+                    "CTAs of the Mosaic GPU grid-wide exchange (none: skip).")
   flags.DEFINE_list("grid_programs", ["16", "128", "132"],
                     "Programs of the grid-wide exchange timed for comparison (none: skip).")
 
@@ -203,11 +207,25 @@ def grid_exchange(programs: int, steps: int, floats: int):
   return jax.jit(lambda: jnp.sum(mlp_epoch.barrier_stress(programs, steps, tile=floats)))
 
 
+def mgpu_grid_exchange(programs: int, steps: int, floats: int):
+  """The same exchange in Mosaic GPU: a TMA copy out, the global-semaphore barrier, a TMA copy
+  in (``grid_barrier.exchange``)."""
+  from pallas_kernels.mgpu import grid_barrier
+  return grid_barrier.exchange(programs, steps, floats)
+
+
 def time_per_step(make, steps: int, repeats: int):
   """(us a step, wrong values): launches of ``steps`` and of ``SHORT`` steps, median each."""
   long_run = make(steps)
   wrong = float(jnp.sum(long_run()))
   return hopper.us_per_step(make(SHORT), long_run, SHORT, steps, repeats), wrong
+
+
+def _counts(flag: str, values) -> list[int]:
+  """A list flag of CTA or program counts; empty, or "none", skips that part."""
+  if not values or [v.lower() for v in values] == ["none"]:
+    return []
+  return cli.ints(flag, values)
 
 
 def main(argv):
@@ -216,15 +234,16 @@ def main(argv):
     raise ConfigError(f"--steps must be an even number above {SHORT}, got {FLAGS.steps}")
   cli.at_least("repeats", FLAGS.repeats, 1)
   cli.ints("floats", FLAGS.floats)
-  cli.ints("clusters", FLAGS.clusters)
-  cli.ints("grid_programs", FLAGS.grid_programs)
+  clusters = _counts("clusters", FLAGS.clusters)
+  grid = _counts("grid_programs", FLAGS.grid_programs)
+  mgpu = _counts("mgpu_grid_programs", FLAGS.mgpu_grid_programs)
   d = hopper.require_hopper("cluster_exchange")
   print(f"device {d.device_kind}; jax {jax.__version__}; {FLAGS.steps} and {SHORT} steps, "
         f"median of {FLAGS.repeats} launches")
-  if FLAGS.clusters:
+  if clusters:
     print(f"{'CTAs':>4s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s} {'KB read/CTA':>11s}")
   for floats in map(int, FLAGS.floats):
-    for cluster in map(int, FLAGS.clusters):
+    for cluster in clusters:
       try:
         us, wrong = time_per_step(lambda steps: exchange(cluster, steps, floats),
                                   FLAGS.steps, FLAGS.repeats)
@@ -242,7 +261,6 @@ def main(argv):
       us, wrong = time_per_step(lambda steps: mlp_exchanges(steps, form),
                                 FLAGS.steps, FLAGS.repeats)
       print(f"{form:>8s} {us:8.3f} {wrong:6.0f}", flush=True)
-  grid = [int(p) for p in FLAGS.grid_programs if p.lower() != "none"]
   sms = getattr(d, "core_count", None)
   if grid:
     print(f"grid-wide exchange (Triton, one launch; reads one neighbour's tile; {sms} SMs)")
@@ -253,6 +271,17 @@ def main(argv):
       continue
     for floats in map(int, FLAGS.floats):
       us, wrong = time_per_step(lambda steps: grid_exchange(programs, steps, floats),
+                                FLAGS.steps, FLAGS.repeats)
+      print(f"{programs:8d} {floats:6d} {us:8.3f} {wrong:6.0f}", flush=True)
+  if mgpu:
+    print(f"grid-wide exchange (Mosaic GPU: TMA copies, a global semaphore; {sms} SMs)")
+    print(f"{'CTAs':>8s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s}")
+  for programs in mgpu:
+    if sms and programs > sms:
+      print(f"{programs:8d}   skipped: more CTAs than the {sms} SMs")
+      continue
+    for floats in map(int, FLAGS.floats):
+      us, wrong = time_per_step(lambda steps: mgpu_grid_exchange(programs, steps, floats),
                                 FLAGS.steps, FLAGS.repeats)
       print(f"{programs:8d} {floats:6d} {us:8.3f} {wrong:6.0f}", flush=True)
 

@@ -62,18 +62,21 @@ def test_split_products_against_float64():
   split or as integers (``int_inputs``), stays within float32's tolerance of the float64
   trajectory, at widths no tile divides and with each optimizer; its products differ from the
   IEEE ones (the split path ran)."""
-  widths, batch, steps, rng = (20, 70, 10), 7, 3, np.random.default_rng(0)
-  n = steps * batch
-  x = jnp.asarray(rng.integers(0, 256, (n, 20)), jnp.uint8)
-  y = jnp.asarray(rng.integers(0, 10, n), jnp.int32)
-  order = jnp.arange(n, dtype=jnp.int32)
-  for optimizer in ("sgd", "momentum", "adam"):
+  steps, rng = 3, np.random.default_rng(0)
+  # Two layers with one input tile (F_0 and F_1 merged); three layers over several input tiles
+  # (every phase, split products in a middle layer's gradient too).
+  for widths, batch, optimizer in [((20, 70, 10), 7, "sgd"), ((20, 70, 10), 7, "momentum"),
+                                   ((20, 70, 10), 7, "adam"), ((150, 70, 40, 10), 9, "sgd")]:
+    n = steps * batch
+    x = jnp.asarray(rng.integers(0, 256, (n, widths[0])), jnp.uint8)
+    y = jnp.asarray(rng.integers(0, 10, n), jnp.int32)
+    order = jnp.arange(n, dtype=jnp.int32)
     tx = make_optimizer(optimizer, 1e-2 if optimizer == "adam" else 0.1)
     params = init_mlp(jax.random.key(0), widths)
     with jax.enable_x64(True):
       p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
-      _, _, want = xla_steps(p64, jnp.asarray(x, jnp.float64) / 255, y, order, tx, batch, steps,
-                             models.MLP)
+      want_params, _, want = xla_steps(p64, jnp.asarray(x, jnp.float64) / 255, y, order, tx,
+                                       batch, steps, models.MLP)
     runs = [mlp_epoch.train_epoch(params, None, x, y, order, tx.lr, tx.momentum, fused=False,
                                   interpret=True, plan=mlp_epoch.make_plan(
                                       widths, batch, steps, max_programs=3, hidden_block=32,
@@ -82,6 +85,8 @@ def test_split_products_against_float64():
             for split, int_inputs in ((True, False), (True, True), (False, False))]
     for run in runs[:2]:
       np.testing.assert_allclose(run[2], want, rtol=1e-5)
+      for a, b in zip(jax.tree.leaves(run[0]), jax.tree.leaves(want_params)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     # Each path ran: three sets of products, three roundings.
     w0 = [np.asarray(run[0][0]["w"]) for run in runs]
     assert not np.array_equal(w0[0], w0[2]) and not np.array_equal(w0[1], w0[0])

@@ -200,7 +200,7 @@ def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
                      f"got {hidden_block}")
   plan = Plan(widths, batch, steps, head, bias, momentum, 1, precision, scale_u8, adam=adam,
               hidden_block=hidden_block, split=split,
-              int_inputs=int_inputs and split and head == "xent")
+              int_inputs=int_inputs and split and scale_u8 and head == "xent")
   # Layer 0's inputs per tile: the narrowest of 32, 64 and 128 that still gives every program
   # one tile at most, so that more SMs share the products. Narrower (more partial sums for the
   # next phase to add) was slower: softmax regression ran fastest at 32 (25 programs), slowest

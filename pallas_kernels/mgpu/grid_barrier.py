@@ -1,0 +1,69 @@
+"""A grid-wide barrier between the CTAs of one Mosaic GPU launch (Pallas Mosaic GPU, Hopper):
+the first piece of an epoch kernel on Mosaic GPU beyond one thread-block cluster.
+
+A cluster holds at most 16 CTAs; a network whose weights need more SMs (the MLP's 784-1024-10
+keeps 4.8 MB of W0's bfloat16 parts, 132 SMs hold 30 MB of shared memory) needs its CTAs to
+meet across the whole GPU, as the Triton-lowered grid epoch kernel (``mlp_epoch.grid_barrier``)
+does with its own atomics. Here the barrier is Pallas' global semaphore: a counter in global
+memory that every CTA increments once a barrier (``red.release.gpu``: what the CTA wrote before
+is visible to whoever sees the increment) and then waits on until it reaches the count of all
+CTAs' arrivals so far (``ld.relaxed.gpu`` spins, then ``fence.acquire.gpu``). The counter only
+grows, so the k-th barrier waits for k x CTAs arrivals and needs no reset; Pallas zeroes it at
+launch. All CTAs must be resident at once (at most one a SM), or the barrier never opens.
+
+``exchange`` is its stress test and timing: every CTA writes a row to global memory, meets the
+others, and reads its neighbour's row; any wrong value counts (``probes.cluster_exchange
+--mgpu_grid_programs``). GPU only: Mosaic GPU's interpreter (jax 0.11, 0.12) cannot start
+from a global semaphore ("nan + semaphore"), so the CPU tests check its lowering.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+def barrier(counter, arrivals) -> None:
+  """Every CTA (all its threads) calls it, the k-th time with ``arrivals`` = k x CTAs."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  plgpu.semaphore_signal(counter, 1, memory_scope="gpu")
+  plgpu.semaphore_wait(counter, arrivals, decrement=False, memory_scope="gpu")
+
+
+def exchange(programs: int, steps: int, floats: int = 128):
+  """A function of no arguments that runs ``steps`` rounds of: write a row of ``floats`` (the
+  round's and the CTA's number) to global memory (two buffers, by round parity), the grid
+  barrier, read the next CTA's row; it returns each CTA's count of wrong values read."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32 = jnp.float32
+
+  def body(wrong_ref, rows_ref, mine, theirs, loaded, counter):
+    c = lax.axis_index("cta")
+    peer = lax.rem(c + 1, programs)
+
+    def round_(r, wrong):
+      parity = lax.rem(r, 2)
+      mine[...] = jnp.full((floats,), (r * programs + c).astype(f32))
+      plgpu.commit_smem()
+      plgpu.copy_smem_to_gmem(mine, rows_ref.at[parity, c])
+      plgpu.wait_smem_to_gmem(0)  # The copy is done, not only its read of shared memory.
+      barrier(counter.at[0], (r + 1) * programs)
+      plgpu.copy_gmem_to_smem(rows_ref.at[parity, peer], theirs, loaded.at[0])
+      plgpu.barrier_wait(loaded.at[0])
+      want = (r * programs + peer).astype(f32)
+      return wrong + jnp.sum(jnp.where(theirs[...] != want, 1.0, 0.0))
+
+    wrong = lax.fori_loop(0, steps, round_, jnp.float32(0))
+    mine[...] = jnp.full((floats,), wrong)
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(mine, wrong_ref.at[c])
+    plgpu.wait_smem_to_gmem(0)
+
+  call = plgpu.kernel(
+      body, out_type=(jax.ShapeDtypeStruct((programs, floats), f32),
+                      jax.ShapeDtypeStruct((2, programs, floats), f32)),
+      grid=(programs,), grid_names=("cta",),
+      scratch_types=[plgpu.SMEM((floats,), f32), plgpu.SMEM((floats,), f32),
+                     plgpu.Barrier(num_barriers=1), plgpu.SemaphoreType.REGULAR((1,))])
+  return jax.jit(lambda: call()[0][:, 0])

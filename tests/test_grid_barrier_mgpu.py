@@ -1,0 +1,16 @@
+"""The Mosaic GPU grid barrier (pallas_kernels.mgpu.grid_barrier): it lowers for Hopper on
+every supported jax (the CPU lowers; only the GPU runs it: probes.cluster_exchange
+--mgpu_grid_programs checks and times it there)."""
+
+import pytest
+
+pytest.importorskip("jax.experimental.pallas.mosaic_gpu")
+
+
+def test_exchange_lowers_with_release_and_acquire_at_gpu_scope():
+  from pallas_kernels.mgpu import grid_barrier
+  text = grid_barrier.exchange(4, 3).trace().lower(lowering_platforms=("cuda",)).as_text()
+  assert "mosaic_gpu" in text.lower()
+  # The arrival releases what the CTA wrote; the spin reads at GPU scope, then acquires.
+  assert "red.release.gpu.global.add" in text
+  assert "ld.relaxed.gpu.global" in text and "fence.acquire.gpu" in text
