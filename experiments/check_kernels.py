@@ -26,7 +26,8 @@ from pallas_kernels import common
 from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense, dense_xent, dense_mgpu,
                                 max_pool, mse, softmax_xent)
 
-_SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: fresh).")
+_SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: a fresh one, "
+                             "printed, so that a failure can be rerun on the same inputs).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
                                    "cluster", "cluster_mlp", "barrier", "population", "triton"],
                           "Which groups: dense, hopper (the tf32 products of large batches on "
@@ -648,10 +649,11 @@ def main(argv):
   cli.known("--only group(s)", _ONLY.value, GROUPS)
   cli.at_least("barrier_rounds", _BARRIER_ROUNDS.value, 1)
   interpret = common.interpret_default()
-  rng = np.random.default_rng(_SEED.value)
+  seed = _SEED.value if _SEED.value is not None else int(np.random.default_rng().integers(2**31))
+  rng = np.random.default_rng(seed)
   d = jax.devices()[0]
   print(f"device {d.platform}: {d.device_kind}; jax {jax.__version__}; "
-        f"{'interpret mode' if interpret else 'compiled kernels'}")
+        f"{'interpret mode' if interpret else 'compiled kernels'}; inputs of --seed={seed}")
   failures, count = 0, 0
   groups = {"dense": dense_cases, "hopper": hopper_cases, "xent": xent_cases,
             "head": head_cases, "conv": conv_cases,
@@ -667,6 +669,8 @@ def main(argv):
     if not ok or precision == "float32":
       print(f"{'ok  ' if ok else 'FAIL'} {case:52s} {precision:9s} rel err {err:.2e}")
   print(f"{count - failures}/{count} checks passed (tolerances: {TOLERANCE})")
+  if failures:
+    print(f"the same inputs again: --seed={seed}")
   sys.exit(1 if failures else 0)
 
 
