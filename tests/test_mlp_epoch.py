@@ -183,3 +183,26 @@ def test_float_images_never_reach_the_cluster_kernel():
          for kernel in ("cluster_mlp", "grid")}
   for a, b in zip(jax.tree.leaves(got["cluster_mlp"]), jax.tree.leaves(got["grid"])):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_one_launch_form_aliases_its_barrier_counter():
+  """The one-launch kernel (lowered for a GPU here; run by check_kernels there) writes its grid
+  barrier's counter: the counter comes in aliased to an output, as the state does, so that no
+  launch can start from a count an earlier one left (a constant buffer XLA kept)."""
+  import functools
+  widths, batch, steps = (20, 30, 10), 7, 2
+  plan = mlp_epoch.make_plan(widths, batch, steps, max_programs=4)
+  x, y = jnp.zeros((14, 20), jnp.uint8), jnp.zeros(14, jnp.int32)
+  f = jax.jit(functools.partial(mlp_epoch.train_epoch, plan=plan, fused=True))
+  try:
+    text = f.trace(init_mlp(jax.random.key(0), widths), None, x, y,
+                   jnp.arange(14, dtype=jnp.int32), 0.1, 0.0).lower(
+                       lowering_platforms=("cuda",)).as_text()
+  except RuntimeError as e:  # jax 0.12 lowers Triton kernels only with a GPU present.
+    if "No supported GPU devices" not in str(e):
+      raise
+    pytest.skip("this jax lowers Triton kernels only on a GPU")
+  assert text.count("#stablehlo.output_operand_alias<") == len(mlp_epoch.state_names(plan)) + 1
+  stress = jax.jit(lambda: mlp_epoch.barrier_stress(4, 3)).trace().lower(
+      lowering_platforms=("cuda",)).as_text()
+  assert stress.count("#stablehlo.output_operand_alias<") == 1

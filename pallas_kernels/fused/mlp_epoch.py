@@ -609,7 +609,7 @@ def barrier_stress(programs: int, rounds: int, tile: int = 256, num_warps: int =
   the round and the program, meets the others at the barrier, and reads its neighbour's tile.
   Returns the number of wrong values each program read (all zeros when the barrier holds).
   Buffers alternate by round parity, so one barrier a round suffices."""
-  def kernel(counter_ref, buf_ref, bad_ref):
+  def kernel(counter_ref, buf_ref, bad_ref, _):  # _: the counter's output (aliased, as epoch's)
     pid = pl.program_id(0)
     nxt = lax.rem(pid + 1, np.int32(programs))
     lanes = jnp.arange(tile, dtype=jnp.int32)
@@ -625,7 +625,9 @@ def barrier_stress(programs: int, rounds: int, tile: int = 256, num_warps: int =
   return pl.pallas_call(
       kernel, grid=(programs,),
       out_shape=[jax.ShapeDtypeStruct((2 * programs, tile), jnp.int32),
-                 jax.ShapeDtypeStruct((programs,), jnp.int32)],
+                 jax.ShapeDtypeStruct((programs,), jnp.int32),
+                 jax.ShapeDtypeStruct((1,), jnp.int32)],
+      input_output_aliases={0: 2},
       compiler_params=common.compiler_params(num_warps, 1),
       name="barrier_stress")(jnp.zeros((1,), jnp.int32))[1]
 
@@ -635,13 +637,20 @@ def barrier_stress(programs: int, rounds: int, tile: int = 256, num_warps: int =
 IO_NAMES = ("x", "y", "lr", "momentum", "adam")  # The read-only inputs, in call order.
 
 
-def _call(plan, kernel, io_args, state, extra_in=(), interpret=False, num_warps=None):
+def _call(plan, kernel, io_args, state, extra_in=(), interpret=False, num_warps=None,
+          written=()):
+  """The state's outputs alias its inputs; so do the extra inputs in ``written`` (their
+  indices), which the kernel writes: an input the kernel wrote without an output of its own
+  could be a constant buffer that XLA keeps from one launch to the next."""
   names = state_names(plan)
   n_in = len(io_args) + len(extra_in)
   out_shape = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in state]
+  out_shape += [jax.ShapeDtypeStruct(extra_in[i].shape, extra_in[i].dtype) for i in written]
+  aliases = {n_in + i: i for i in range(len(names))}
+  aliases.update({len(io_args) + i: len(names) + j for j, i in enumerate(written)})
   return pl.pallas_call(
       kernel, out_shape=out_shape, grid=(plan.programs,),
-      input_output_aliases={n_in + i: i for i in range(len(names))},
+      input_output_aliases=aliases,
       compiler_params=common.compiler_params(num_warps or plan.num_warps, 1),
       interpret=interpret, name="mlp_epoch")(*io_args, *extra_in, *state)
 
@@ -650,7 +659,8 @@ def _split_refs(plan, refs, n_extra):
   names = state_names(plan)
   io_refs, rest = refs[:len(IO_NAMES)], refs[len(IO_NAMES):]
   extra, rest = rest[:n_extra], rest[n_extra:]
-  state_out = rest[len(names):]  # The outputs alias the state inputs: use the outputs.
+  # The outputs alias the state inputs: use the outputs (any written extra input's come last).
+  state_out = rest[len(names):2 * len(names)]
   return dict(zip(IO_NAMES, io_refs)), list(extra), dict(zip(names, state_out))
 
 
@@ -670,7 +680,9 @@ def epoch(plan: Plan, io_args, state, num_warps=None):
         fn(st, io, pid, s)
       return carry
     lax.fori_loop(np.int32(0), np.int32(plan.steps), step, 0)
-  return _call(plan, kernel, io_args, state, (counter,), num_warps=num_warps)
+  # The counter aliases an output, so every launch counts from a fresh zero.
+  return _call(plan, kernel, io_args, state, (counter,), num_warps=num_warps,
+               written=(0,))[:len(state_names(plan))]
 
 
 def epoch_phases(plan: Plan, io_args, state, interpret=True):
