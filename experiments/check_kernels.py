@@ -380,8 +380,8 @@ EPOCH_CASES = [((784, 256, 10), 64, "sgd"), ((784, 10), 64, "sgd"),
                ((32, 1024, 1), 256, "sgd"), ((32, 256, 1024, 256, 1), 256, "sgd"),
                ((784, 256, 10), 64, "adam"), ((33, 40, 17, 3), 37, "adam"),
                ((32, 256, 1), 256, "adam"),
-               # Wider hidden tiles and float32's products split into bfloat16 parts (mlp_epoch.tiles_for), at
-               # widths and batches that are not multiples of the tiles too.
+               # Wider hidden tiles and float32's products split into bfloat16 parts
+               # (mlp_epoch.tiles_for), at widths and batches no tile divides too.
                ((784, 256, 1024, 256, 10), 64, "sgd"), ((784, 1024, 10), 64, "sgd"),
                ((784, 512, 256, 10), 64, "adam"), ((784, 512, 256, 10), 64, "momentum"),
                ((784, 600, 300, 10), 50, "sgd"), ((784, 256, 1024, 256, 10), 64, "sgd", 16)]
@@ -443,7 +443,8 @@ def epoch_cases(rng, interpret):
         pairs = pairs[-len(params[-1]):]  # The last layer's leaves come last.
       err = max(rel_err(losses, ref_losses), *(rel_err(a, b) for a, b in pairs))
       name = f"epoch kernel {'-'.join(map(str, widths))} batch {batch} {optimizer}"
-      name += f" P={plan.programs} hidden_block={plan.hidden_block}" + (" split" if plan.split else "")
+      name += f" P={plan.programs} hidden_block={plan.hidden_block}"
+      name += " split" if plan.split else ""
       yield name, precision, err
 
 

@@ -32,7 +32,7 @@ def dot(a, b, precision: str, trans_a: bool = False, trans_b: bool = False):
 def split3(a):
   """float32 a as three bfloat16 parts whose float32 sum is a, exactly (each part the rounding
   of what the earlier ones left: the next 8 bits of a's 24), so bfloat16 tensor-core products
-  of the parts lose nothing. Plain jnp, like ``split_tf32``, and for the same reason in bits:
+  of the parts lose nothing. Plain jnp, like ``dense_mgpu.split_tf32``, and in bits because
   XLA on GPUs drops a float32 -> bfloat16 -> float32 round trip (it allows excess precision),
   which would leave the later parts zero."""
   parts = []
@@ -54,7 +54,8 @@ def dot_split(a, b, trans_a: bool = False, trans_b: bool = False, a_exact: bool 
   ``a_exact``: a holds bfloat16 values already (integers up to 256), so only b is split."""
   b3 = split3(b)
   if a_exact:  # a's values are bfloat16's (integer pixels): three exact products.
-    d = lambda j: plgpu.dot(a.astype(jnp.bfloat16), b3[j], trans_a, trans_b)
+    a16 = a.astype(jnp.bfloat16)
+    d = lambda j: plgpu.dot(a16, b3[j], trans_a, trans_b)
     return (d(2) + d(1)) + d(0)
   a3 = split3(a)
   d = lambda i, j: plgpu.dot(a3[i], b3[j], trans_a, trans_b)

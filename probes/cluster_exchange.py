@@ -262,29 +262,26 @@ def main(argv):
                                 FLAGS.steps, FLAGS.repeats)
       print(f"{form:>8s} {us:8.3f} {wrong:6.0f}", flush=True)
   sms = getattr(d, "core_count", None)
-  if grid:
-    print(f"grid-wide exchange (Triton, one launch; reads one neighbour's tile; {sms} SMs)")
-    print(f"{'programs':>8s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s}")
-  for programs in grid:
-    if sms and programs > sms:  # Not all resident at once: the barrier would never open.
-      print(f"{programs:8d}   skipped: more programs than the {sms} SMs")
-      continue
-    for floats in map(int, FLAGS.floats):
-      us, wrong = time_per_step(lambda steps: grid_exchange(programs, steps, floats),
-                                FLAGS.steps, FLAGS.repeats)
-      print(f"{programs:8d} {floats:6d} {us:8.3f} {wrong:6.0f}", flush=True)
-  if mgpu:
-    print(f"grid-wide exchange (Mosaic GPU: TMA copies, a global semaphore; {sms} SMs)")
-    print(f"{'CTAs':>8s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s}")
-  for programs in mgpu:
-    if sms and programs > sms:
-      print(f"{programs:8d}   skipped: more CTAs than the {sms} SMs")
-      continue
-    for floats in map(int, FLAGS.floats):
-      us, wrong = time_per_step(lambda steps: mgpu_grid_exchange(programs, steps, floats),
-                                FLAGS.steps, FLAGS.repeats)
-      print(f"{programs:8d} {floats:6d} {us:8.3f} {wrong:6.0f}", flush=True)
+  _grid_table(f"grid-wide exchange (Triton, one launch; reads one neighbour's tile; {sms} SMs)",
+              "programs", grid, grid_exchange, sms)
+  _grid_table(f"grid-wide exchange (Mosaic GPU: TMA copies, a global semaphore; {sms} SMs)",
+              "CTAs", mgpu, mgpu_grid_exchange, sms)
 
+
+def _grid_table(title: str, unit: str, counts: list[int], make, sms) -> None:
+  """A grid-wide exchange (``make(programs, steps, floats)``) timed at each count of
+  ``unit``s and each of ``--floats``: a row each."""
+  if counts:
+    print(title)
+    print(f"{unit:>8s} {'floats':>6s} {'us/step':>8s} {'wrong':>6s}")
+  for programs in counts:
+    if sms and programs > sms:  # Not all resident at once: the barrier would never open.
+      print(f"{programs:8d}   skipped: more {unit} than the {sms} SMs")
+      continue
+    for floats in map(int, FLAGS.floats):
+      us, wrong = time_per_step(lambda steps: make(programs, steps, floats),
+                                FLAGS.steps, FLAGS.repeats)
+      print(f"{programs:8d} {floats:6d} {us:8.3f} {wrong:6.0f}", flush=True)
 
 if __name__ == "__main__":
   define_flags()

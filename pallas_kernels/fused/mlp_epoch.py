@@ -127,6 +127,11 @@ class Plan:
     return "split" if self.split else self.precision
 
   @property
+  def kinds(self) -> tuple[str, ...]:
+    """A layer's parameters: weights, and biases where the network has them."""
+    return ("w", "b") if self.bias else ("w",)
+
+  @property
   def layers(self) -> int:
     return len(self.widths) - 1
 
@@ -722,7 +727,7 @@ def init_state(plan: Plan, params, slots=None, dtype=jnp.float32):
     arrays[f"b{L - 1}"] = jnp.stack([params[-1]["b"].astype(dtype)] * 2)
   for slot, tree in zip(SLOTS[_optimizer(plan)], _slot_trees(plan, slots)):
     for l in range(L):
-      for kind in ("w", "b") if plan.bias else ("w",):
+      for kind in plan.kinds:
         shape = params[l][kind].shape
         arrays[f"{slot}{kind}{l}"] = (jnp.zeros(shape, dtype) if tree is None
                                       else tree[l][kind].astype(dtype))
@@ -743,8 +748,8 @@ def read_state(plan: Plan, state):
     if plan.bias:
       layer["b"] = st[f"b{l}"][last] if l == L - 1 else st[f"b{l}"]
     params.append(layer)
-  trees = [[{kind: st[f"{slot}{kind}{l}"] for kind in (("w", "b") if plan.bias else ("w",))}
-            for l in range(L)] for slot in SLOTS[_optimizer(plan)]]
+  trees = [[{kind: st[f"{slot}{kind}{l}"] for kind in plan.kinds} for l in range(L)]
+           for slot in SLOTS[_optimizer(plan)]]
   slots = None if not trees else trees[0] if plan.momentum else tuple(trees)
   return params, slots, st["loss"], st["correct"]
 
