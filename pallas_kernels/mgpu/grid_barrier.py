@@ -8,8 +8,9 @@ does with its own atomics. Here the barrier is Pallas' global semaphore: a count
 memory that every CTA increments once a barrier (``red.release.gpu``: what the CTA wrote before
 is visible to whoever sees the increment) and then waits on until it reaches the count of all
 CTAs' arrivals so far (``ld.relaxed.gpu`` spins, then ``fence.acquire.gpu``). The counter only
-grows, so the k-th barrier waits for k x CTAs arrivals and needs no reset; Pallas zeroes it at
-launch. All CTAs must be resident at once (at most one a SM), or the barrier never opens.
+grows, so the k-th barrier waits for k x CTAs arrivals and needs no reset; it comes from
+``pl.get_global`` (one for the grid, which Pallas passes in zeroed at each launch), not from the
+kernel's scratch shapes, whose semaphores are each CTA's own. All CTAs must be resident at once (at most one a SM), or the barrier never opens.
 
 ``exchange`` is its stress test and timing: every CTA writes a row to global memory, meets the
 others, and reads its neighbour's row; any wrong value counts (``probes.cluster_exchange
@@ -35,10 +36,14 @@ def exchange(programs: int, steps: int, floats: int = 128):
   """A function of no arguments that runs ``steps`` rounds of: write a row of ``floats`` (the
   round's and the CTA's number) to global memory (two buffers, by round parity), the grid
   barrier, read the next CTA's row; it returns each CTA's count of wrong values read."""
+  from jax.experimental import pallas as pl
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
 
-  def body(wrong_ref, rows_ref, mine, theirs, loaded, counter):
+  def body(wrong_ref, rows_ref, mine, theirs, loaded):
+    # One counter for the whole grid: a semaphore among the scratch shapes would be each
+    # CTA's own (block-local), and the barrier would never open.
+    counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))
     c = lax.axis_index("cta")
     peer = lax.rem(c + 1, programs)
 
@@ -65,5 +70,5 @@ def exchange(programs: int, steps: int, floats: int = 128):
                       jax.ShapeDtypeStruct((2, programs, floats), f32)),
       grid=(programs,), grid_names=("cta",),
       scratch_types=[plgpu.SMEM((floats,), f32), plgpu.SMEM((floats,), f32),
-                     plgpu.Barrier(num_barriers=1), plgpu.SemaphoreType.REGULAR((1,))])
+                     plgpu.Barrier(num_barriers=1)])
   return jax.jit(lambda: call()[0][:, 0])
