@@ -39,20 +39,23 @@ def test_one_barrier_a_step_where_layer_0_has_one_input_tile():
 
 
 def test_tiles_for_wide_mlps_and_batch_128():
-  """Split products in wider tiles for the MLP at 33 to 64 rows with a hidden layer of 512 units
-  and more than one hidden layer (tiles of 32), or one of 1024 units (tiles of 64); elsewhere
-  IEEE float32 products in tiles of 16; reduced precisions never split."""
+  """Split products for the MLP at 33 to 64 rows with a hidden layer of 512 units: in tiles of 32
+  with more than one hidden layer, of 64 with one of 1024 units, of 16 with one of 512; elsewhere
+  IEEE float32 products in tiles of 16; reduced precisions never split. uint8 pixels enter split
+  products as integers by default."""
   pick = lambda widths, batch, head="xent", precision="float32": mlp_epoch.tiles_for(
       widths, batch, head, precision)
   assert pick((784, 1024, 10), 64) == (64, True) and pick((784, 1024, 10), 40) == (64, True)
   assert pick((784, 512, 256, 10), 64) == (32, True)
   assert pick((784, 256, 1024, 256, 10), 64) == (32, True)
-  assert pick((784, 512, 10), 64) == (16, False) and pick((784, 256, 256, 10), 64) == (16, False)
+  assert pick((784, 512, 10), 64) == (16, True) and pick((784, 256, 256, 10), 64) == (16, False)
   assert pick((784, 1024, 10), 128) == (16, False) and pick((784, 1024, 10), 32) == (16, False)
   assert pick((784, 10), 64) == (16, False) and pick((32, 1024, 1), 64, "mse") == (16, False)
   assert pick((784, 1024, 10), 64, precision="tf32") == (16, False)
   plan = mlp_epoch.make_plan((784, 512, 256, 10), 64, 1)
-  assert plan.split and plan.products == "split" and plan.hidden_block == 32
+  assert plan.split and plan.products == "split" and plan.hidden_block == 32 and plan.int_inputs
+  assert not mlp_epoch.make_plan((784, 256, 10), 64, 1).int_inputs  # No split products.
+  assert not mlp_epoch.make_plan((784, 512, 256, 10), 64, 1, scale_u8=False).int_inputs
   with pytest.raises(ValueError, match="split products are float32's"):
     mlp_epoch.make_plan((784, 512, 256, 10), 64, 1, precision="tf32", split=True)
 

@@ -69,13 +69,14 @@ from pallas_kernels.ops.softmax_xent import row_stats, softmax_minus_onehot
 MAX_BATCH = 512  # Rows of a step held in registers; larger batches use the op kernels.
 MAX_OUTPUTS = 128  # The last layer's outputs must fit one tile.
 HIDDEN_BLOCK = 16  # Units per tile of hidden layers (and inputs per tile of deeper layers).
-# Where float32's products go to the tensor cores as bfloat16 parts (``Plan.split``) in wider
-# tiles: the MLP (softmax head) at 33 to 64 rows a step with a hidden layer of at least this many
-# units and either more than one hidden layer (tiles of 32) or one of 1024 units or more (tiles
-# of 64). Measured on the H100 (docs/design/epoch_kernels.md): on the FMA units, in tiles of 16,
-# the products were most of the step there; split products in tiles of 16, or the FMA units in
-# wider tiles, were slower; at 512 hidden units, at batch 128, 256 and 512 and for the
-# regression nets the split products gained nothing.
+# Where float32's products go to the tensor cores as bfloat16 parts (``Plan.split``): the MLP
+# (softmax head) at 33 to 64 rows a step with a hidden layer of at least this many units: in
+# tiles of 32 with more than one hidden layer, of 64 with one of 1024 units or more, of 16 with
+# one of 512 to 1023. Measured on the H100 (docs/design/epoch_kernels.md): on the FMA units, in
+# tiles of 16, the products were most of the step there. One layer of 512 gains only with the
+# uint8 pixels as integers (``Plan.int_inputs``: 19.5 ms an epoch against 22.2 on the FMA units;
+# split products of scaled pixels: none); at batch 128, 256 and 512 and for the regression nets
+# the split products gained nothing.
 SPLIT_FROM_UNITS = 512
 ADAM = (0.9, 0.999, 1e-8)  # b1, b2, eps: optax.adam's defaults, which jaxshallow's Adam uses.
 # The optimizer state kept beside each weight and bias: momentum's velocity; Adam's first and
@@ -117,8 +118,8 @@ class Plan:
   # (``common.dot_split``). For float32 data only (float64 in the CPU tests takes IEEE products).
   split: bool = False
   # With split products, uint8 inputs enter layer 0's products as the integers they are (exact
-  # in bfloat16: three products of W's parts, not six), scaled by 1/255 after. Not yet a default:
-  # not yet timed on the GPU.
+  # in bfloat16: three products of W's parts, not six), scaled by 1/255 after (784-1024-10 on
+  # the H100: 21.9 ms an epoch against 30.1). ``train_epoch`` drops it for other inputs.
   int_inputs: bool = False
 
   @property
@@ -181,9 +182,10 @@ class Plan:
 
 def make_plan(widths, batch, steps, *, head="xent", bias=True, momentum=False,
               precision="float32", scale_u8=True, max_programs=132, adam=False,
-              hidden_block=None, split=None, int_inputs=False) -> Plan:
+              hidden_block=None, split=None, int_inputs=True) -> Plan:
   """The plan for these shapes; ValueError (one line) for what the kernel cannot hold.
-  ``hidden_block`` and ``split``: None for ``tiles_for``'s choice."""
+  ``hidden_block`` and ``split``: None for ``tiles_for``'s choice; ``int_inputs`` applies to
+  split products of scaled uint8 inputs only."""
   widths = tuple(int(w) for w in widths)
   if len(widths) < 2:
     raise ValueError(f"an MLP needs at least two widths, got {widths}")
@@ -228,9 +230,11 @@ def tiles_for(widths, batch, head, precision) -> tuple[int, bool]:
   """The hidden tile width and whether float32 takes split products (see SPLIT_FROM_UNITS)."""
   hidden = tuple(widths[1:-1])
   if (head != "xent" or precision != "float32" or common.tile_side(batch) != 64 or not hidden
-      or max(hidden) < SPLIT_FROM_UNITS or (len(hidden) == 1 and max(hidden) < 1024)):
+      or max(hidden) < SPLIT_FROM_UNITS):
     return HIDDEN_BLOCK, False
-  return (64 if len(hidden) == 1 else 32), True
+  if len(hidden) > 1:
+    return 32, True
+  return (64 if hidden[0] >= 1024 else HIDDEN_BLOCK), True
 
 
 # The state the kernel reads and writes, as one flat list of arrays in a fixed order. ----------
