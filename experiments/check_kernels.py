@@ -577,6 +577,36 @@ def cluster_mlp_cases(rng, interpret):
       err = max(rel_err(losses, ref_losses), *(rel_err(a, b) for a, b in pairs))
       yield f"cluster mlp 784-256-10 batch 64 {steps} steps", precision, err
   yield from cluster_population_cases(rng)
+  yield from cluster_groups_cases(rng)
+
+
+def cluster_groups_cases(rng, steps=20):
+  """cluster_mlp_mgpu on networks of several clusters (784-512-10 and 784-1024-10: their class
+  sums meet at a grid barrier every step) against float64 train_step over ``steps`` steps,
+  bounded as the epoch family's float32 (twice xla's own float32 distance where larger), and
+  run twice: the same bits."""
+  for hidden in (512, 1024):
+    widths = (cluster_mlp_mgpu.INPUTS, hidden, cluster_mlp_mgpu.CLASSES)
+    n = steps * cluster_mlp_mgpu.BATCH + 5
+    x = rng.integers(0, 256, (n, cluster_mlp_mgpu.INPUTS), dtype=np.uint8)
+    y = rng.integers(0, cluster_mlp_mgpu.CLASSES, n).astype(np.int32)
+    order, lr = rng.permutation(n).astype(np.int32), 0.1
+    params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape), a.dtype),
+                          mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths))
+    run = jax.jit(functools.partial(cluster_mlp_mgpu.train_epoch, lr=lr, steps=steps))
+    got, losses, _ = run(params, x, y, order)
+    again = run(params, x, y, order)[1]
+    refs = [_epoch_reference(params, x, y, order, lr, "sgd", cluster_mlp_mgpu.BATCH, models.MLP,
+                             steps, float64=f64) for f64 in (True, False)]
+    (ref_losses, ref_params), (xla_losses, xla_params) = refs
+    err = max(rel_err(losses, ref_losses),
+              *(rel_err(a, b) for a, b in zip(jax.tree.leaves(got), ref_params)))
+    xla_err = max(rel_err(xla_losses, ref_losses),
+                  *(rel_err(a, b) for a, b in zip(xla_params, ref_params)))
+    name = f"cluster mlp 784-{hidden}-10 ({hidden // 256} clusters) {steps} steps (xla {xla_err:.0e})"
+    yield name, "float32", err, max(TOLERANCE["float32"], 2 * xla_err)
+    same = np.array_equal(np.asarray(losses), np.asarray(again))
+    yield f"cluster mlp 784-{hidden}-10 twice: the same bits", "float32", 0.0 if same else np.inf
 
 
 def cluster_population_cases(rng, members=3, steps=CLUSTER_MLP_STEPS[-1]):

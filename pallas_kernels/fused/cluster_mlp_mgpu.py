@@ -87,7 +87,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
-from pallas_kernels.mgpu import cluster_push
+from pallas_kernels.mgpu import cluster_push, grid_barrier
 from pallas_kernels.ops import dense_mgpu
 from pallas_kernels.ops.dense_mgpu import load as _load
 
@@ -96,8 +96,11 @@ INPUTS = 784
 SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
 PADDED = 832  # 13 tiles of 64 inputs (the backward's wgmma M); input 784 is b0's (x = 255).
 TILES = PADDED // 64
-HIDDEN = 256
+HIDDEN = 256  # A cluster's units: a wider network takes one cluster per 256 (``groups``).
 CTAS = 16  # The largest cluster Hopper launches.
+# The most clusters of 16 CTAs an H100 holds at once (each takes 16 SMs of one GPC): the
+# clusters of one wider network meet every step, so all must be resident.
+MAX_GROUPS = 7
 UNITS = HIDDEN // CTAS
 CLASSES = 10
 LANES = 16  # Classes padded to a wgmma N.
@@ -132,10 +135,15 @@ def semantics():
   return plgpu.LoweringSemantics.Lane
 
 
-def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
-  """Why this kernel cannot train the network (one line), or None if it can."""
-  if tuple(widths) != (INPUTS, HIDDEN, CLASSES):
-    return (f"it trains {INPUTS}-{HIDDEN}-{CLASSES} networks, not "
+def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
+            wide: bool = False) -> str | None:
+  """Why this kernel cannot train the network (one line), or None if it can. ``wide``: networks
+  of 2 .. MAX_GROUPS clusters (``groups``) too."""
+  hidden = tuple(widths)[1] if len(widths) == 3 else 0
+  groups = hidden // HIDDEN if hidden % HIDDEN == 0 else 0
+  if (tuple(widths) != (INPUTS, hidden, CLASSES) or not 1 <= groups <= (MAX_GROUPS if wide else 1)):
+    units = f"({HIDDEN} x 1 .. {MAX_GROUPS})" if wide else f"{HIDDEN}"
+    return (f"it trains {INPUTS}-{units}-{CLASSES} networks, not "
             f"{'-'.join(map(str, widths))}")
   if batch != BATCH:
     return f"it takes batch {BATCH}, not {batch}"
@@ -161,16 +169,23 @@ def _store(ref, value):
 
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
-            x, w0p, backward_buffers, dzp, onehot, eye, small, met,
-            tma, x_tiles, dz_ready, w0_done, small_done, barrier, columns, inbox, logits_in,
+            *refs,  # (groups > 1: the groups' class sums, an output) and the scratch
             steps: int, lr: float | None, parts: int, unroll: bool, warpgroups: int, split: int,
-            ptx: bool, registers: bool):
+            ptx: bool, registers: bool, groups: int = 1):
   from jax.experimental.pallas import mosaic_gpu as plgpu
+  group_sums, refs = (refs[0], refs[1:]) if groups > 1 else (None, refs)
+  (x, w0p, backward_buffers, dzp, onehot, eye, small, met, tma, x_tiles, dz_ready, w0_done,
+   small_done, barrier, columns, inbox, logits_in) = refs
   f32 = jnp.float32
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
-  m = lax.axis_index("member")  # The network this cluster trains (one, or a population's)
+  # The network this cluster trains (one, or a population's); with groups > 1, the cluster's
+  # group of 256 units of one network, whose batches (and losses) are the groups' one.
+  m = lax.axis_index("member")
+  data = 0 if groups > 1 else m  # The batches' (and metrics') member
+  if groups > 1:
+    counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))  # The grid barrier's arrivals
   used = pl.ds(0, UNITS * parts)  # The parts' columns the products take.
   # The small products' operands, then their sums, then the second warpgroup's part of z take
   # turns in one memory, so that x, W0 and the rest fit in the 227 KB of shared memory.
@@ -226,7 +241,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     return functools.reduce(jnp.add, [a[:, UNITS * p:UNITS * (p + 1)] for p in range(parts)])
 
   def fetch_x(s, j):  # Tile j of step s's pixels (integers, in bfloat16), on its own barrier.
-    plgpu.copy_gmem_to_smem(x_in.at[m, s, :, tile(j)], x.at[j], x_tiles.at[j])
+    plgpu.copy_gmem_to_smem(x_in.at[data, s, :, tile(j)], x.at[j], x_tiles.at[j])
 
   bars = logits_in.at[CLASSES]  # The two mbarriers the pushes complete on (``ptx``)
   if ptx:
@@ -255,7 +270,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.copy_gmem_to_smem(w0p_in.at[m, c], w0p, tma.at[0])
     plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[1])
     plgpu.copy_gmem_to_smem(small_in.at[m, c], small, tma.at[2])
-    plgpu.copy_gmem_to_smem(onehot_in.at[m, 0], onehot, tma.at[3])
+    plgpu.copy_gmem_to_smem(onehot_in.at[data, 0], onehot, tma.at[3])
     for j in range(TILES):
       fetch_x(0, j)
     for i in range(3):
@@ -345,11 +360,31 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       return acc[...]
     return part_sum(pl.run_scoped(product, plgpu.ACC((BATCH, UNITS * parts), f32)))
 
-  def exchange(parity, b1):
+  def across_groups(s, parity, total):
+    """Class c's sum over the cluster's units, ``total`` (64,), added up with the other
+    groups' in group order: each group's CTA c writes its sum to global memory, the groups'
+    class CTAs meet at a grid barrier (the step's), and each reads all groups' sums (into its
+    inbox, whose columns are read and whose next ones come only after this step's logits). A
+    group's slot by step parity: a slot is written again two steps later, after the next
+    step's barrier, which every reader reaches only after reading it."""
+    _store(columns.at[CLASSES], total)
+    plgpu.commit_smem()  # Visible to the copy
+    plgpu.copy_smem_to_gmem(columns.at[CLASSES], group_sums.at[parity, m, c])
+    plgpu.wait_smem_to_gmem(0)  # Written, not only read, before the arrival
+    grid_barrier.barrier(counter.at[0], (s + 1) * CLASSES * groups)
+    plgpu.copy_gmem_to_smem(group_sums.at[parity, :, c], inbox.at[pl.ds(0, groups)], tma.at[4])
+    plgpu.barrier_wait(tma.at[4])
+    return functools.reduce(jnp.add, [_load(inbox.at[g], by_row) for g in range(groups)])
+
+  def exchange(s, parity, b1):
     """The logits from the CTAs' partial logits (``columns`` 0 .. 9): CTA k < 10 adds up class
-    k's 16 columns in CTA order and adds b1[k], then every CTA gets the 10 sums."""
+    k's 16 columns in CTA order (with groups > 1, then the groups' sums in group order) and
+    adds b1[k], then every CTA gets the 10 sums."""
     def add_up(peers):  # This CTA's class, into its column CLASSES
-      _store(columns.at[CLASSES], functools.reduce(jnp.add, peers) + entry(b1, c))
+      total = functools.reduce(jnp.add, peers)
+      if groups > 1:
+        total = across_groups(s, parity, total)
+      _store(columns.at[CLASSES], total + entry(b1, c))
 
     if ptx:  # Each column copied to the CTA that adds it up, each sum to every CTA.
       with jax.named_scope("exchange_1"):
@@ -392,7 +427,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       h = jnp.maximum(z, 0.0)
       for k in range(CLASSES):
         _store(columns.at[k], jnp.sum(h * cols(w1[k]), axis=1))
-    logits = exchange(parity, b1)
+    logits = exchange(s, parity, b1)
     plgpu.barrier_wait(tma.at[3])  # The labels
     with jax.named_scope("softmax"):
       labels = [_load(onehot.at[k], by_row).astype(f32) for k in range(CLASSES)]
@@ -402,14 +437,14 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       picked = functools.reduce(jnp.add, [t * v for t, v in zip(labels, logits)])
       dlogits = [(v / total - t) * (1.0 / BATCH) for v, t in zip(e, labels)]
 
-      @pl.when(c == 0)
+      @pl.when((c == 0) if groups == 1 else jnp.logical_and(c == 0, m == 0))
       def _():
         plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago,
         sync()  # waited for by the thread that issued it.
         _store(met.at[parity, 0], jnp.log(total) + top - picked)
         _store(met.at[parity, 1], jnp.where(picked >= top, 1.0, 0.0))
         plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[m, s])
+        plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[data, s])
 
     with jax.named_scope("backward_small"):
       dh = functools.reduce(jnp.add, [rows(d) * cols(w) for d, w in zip(dlogits, w1)])
@@ -426,7 +461,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
     @pl.when(s + 1 < steps)
     def _():  # The labels are read.
-      plgpu.copy_gmem_to_smem(onehot_in.at[m, s + 1], onehot, tma.at[3])
+      plgpu.copy_gmem_to_smem(onehot_in.at[data, s + 1], onehot, tma.at[3])
 
     with jax.named_scope("backward_w0"):
       ws = update_w0(s, 0, split, ws)
@@ -483,10 +518,14 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
-          profile_dir: str | None = None, members: int = 1):
+          profile_dir: str | None = None, members: int = 1, groups: int = 1):
   """The kernel for ``members`` networks, one cluster each (each input and output with a
   leading member axis); ``lr`` None: each network's own, from row ROW_LR of its small
-  parameters."""
+  parameters. ``groups`` > 1: one network of ``groups`` x 256 units instead, a cluster a group
+  (W0 and W1 with a leading group axis; the batches and the metrics with one of size 1)."""
+  if groups > 1 and (members > 1 or interpret or profile_dir):
+    raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
+                     "interpreter cannot run the grid barrier)")
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.
@@ -509,16 +548,20 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   registers = parts < 3
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
+  clusters = groups if groups > 1 else members
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
                         warpgroups=warpgroups, split=split, ptx=not interpret,
-                        registers=registers),
-      out_type=(jax.ShapeDtypeStruct((members, CTAS, PADDED, 3 * UNITS), bf16),
-                jax.ShapeDtypeStruct((members, CTAS, SMALL_ROWS, UNITS), f32),
-                jax.ShapeDtypeStruct((members, steps, 2, BATCH), f32)),
+                        registers=registers, groups=groups),
+      out_type=(jax.ShapeDtypeStruct((clusters, CTAS, PADDED, 3 * UNITS), bf16),
+                jax.ShapeDtypeStruct((clusters, CTAS, SMALL_ROWS, UNITS), f32),
+                jax.ShapeDtypeStruct((members, steps, 2, BATCH), f32))
+               # The groups' class sums, by step parity (read back by every group)
+               + ((jax.ShapeDtypeStruct((2, groups, CLASSES, BATCH), f32),) if groups > 1
+                  else ()),
       # One cluster a network: the clusters share nothing, and those that do not fit on the
       # GPU at once (a 16-CTA cluster takes 16 SMs of one GPC) wait for a free one.
-      grid=(members,), grid_names=("member",), num_threads=warpgroups, thread_name="wg",
+      grid=(clusters,), grid_names=("member",), num_threads=warpgroups, thread_name="wg",
       cluster=(CTAS,), cluster_names=("cta",),
       compiler_params=plgpu.CompilerParams(**params),
       **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
@@ -535,7 +578,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
           plgpu.SMEM((LANES, LANES), f32),  # the identity (its rows pick a class)
           plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T and b1, in and out
           plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
-          plgpu.Barrier(num_barriers=4),
+          plgpu.Barrier(num_barriers=4 if groups == 1 else 5),  # (5: the groups' sums)
           plgpu.Barrier(num_barriers=TILES),  # x's tiles, one barrier each
           # dz's parts written; the second's tiles new and its part of z in; the sums read
           plgpu.Barrier(), plgpu.Barrier(), plgpu.Barrier(),
@@ -599,11 +642,43 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
   ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
   kernel then runs one warpgroup, as in the interpreter)."""
+  groups = params[0]["w"].shape[1] // HIDDEN
+  if groups > 1:
+    return _train_groups(params, xs, onehot, lr, precision, groups)
   call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir)
   one = lambda a: a[None]  # A population of one; its learning rate is the kernel's constant.
   params, losses, correct = _launch(call, jax.tree.map(one, params), jnp.zeros(1, jnp.float32),
                                     one(xs), one(onehot))
   return jax.tree.map(lambda a: a[0], params), losses[0], correct[0]
+
+
+def split_groups(params, groups: int):
+  """One network of ``groups`` x 256 hidden units as ``groups`` stacked networks of 256 (its
+  units in order), each with the whole b1."""
+  (w0, b0), (w1, b1) = (params[0]["w"], params[0]["b"]), (params[1]["w"], params[1]["b"])
+  return [{"w": w0.reshape(INPUTS, groups, HIDDEN).transpose(1, 0, 2),
+           "b": b0.reshape(groups, HIDDEN)},
+          {"w": w1.reshape(groups, HIDDEN, CLASSES),
+           "b": jnp.broadcast_to(b1, (groups,) + b1.shape)}]
+
+
+def join_groups(stacked):
+  """``split_groups``' inverse (b1 from the first group: every group holds the same)."""
+  groups = stacked[0]["w"].shape[0]
+  return [{"w": stacked[0]["w"].transpose(1, 0, 2).reshape(INPUTS, groups * HIDDEN),
+           "b": stacked[0]["b"].reshape(groups * HIDDEN)},
+          {"w": stacked[1]["w"].reshape(groups * HIDDEN, CLASSES), "b": stacked[1]["b"][0]}]
+
+
+def _train_groups(params, xs, onehot, lr: float, precision: str, groups: int):
+  """``train_steps`` of a network of ``groups`` x 256 units: a cluster a group, one launch."""
+  call = _call(xs.shape[0], float(lr), PARTS[precision], groups=groups)
+  w0p, small = jax.vmap(_pack)(split_groups(params, groups), jnp.zeros(groups, jnp.float32))
+  w0p, small, metrics, _ = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs[None],
+                                onehot[None])
+  losses = jax.vmap(common.fixed_order_mean)(metrics[0, :, 0])
+  correct = jnp.sum(metrics[0, :, 1], axis=1).astype(jnp.int32)
+  return join_groups(jax.vmap(_unpack)(w0p, small)), losses, correct
 
 
 def _launch(call, params, lrs, xs, onehot):
@@ -641,7 +716,8 @@ def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: s
 def reference(params, xs, onehot, lr: float):
   """The plain-jnp twin of ``train_steps``: the same steps at params' dtype's full precision, the
   pixels' 1/255 applied after the first product (b0 in it, as W0's row 784) and the logits
-  summed over the 16-unit groups in order, as the kernel does."""
+  summed over the 16-unit groups in order, then (a wider network) over its clusters' sums in
+  order, as the kernel does."""
   hi = lax.Precision.HIGHEST
   dtype = params[0]["w"].dtype
   w0 = _with_bias(params[0]["w"], params[0]["b"])
@@ -652,11 +728,14 @@ def reference(params, xs, onehot, lr: float):
     x, t = batch[0].astype(dtype), batch[1].T[:, :CLASSES].astype(dtype)
     z = jnp.dot(x, w0, precision=hi) / 255.0
     h = jnp.maximum(z, 0.0)
-    parts = (h[:, :, None] * w1[None]).reshape(BATCH, CTAS, UNITS, CLASSES).sum(axis=2)
-    logits = parts[:, 0]
-    for g in range(1, CTAS):
-      logits = logits + parts[:, g]
-    logits = logits + b1
+    groups = w1.shape[0] // HIDDEN
+    parts = (h[:, :, None] * w1[None]).reshape(BATCH, groups, CTAS, UNITS, CLASSES).sum(axis=3)
+    sums = []
+    for g in range(groups):
+      sums.append(parts[:, g, 0])
+      for c in range(1, CTAS):
+        sums[g] = sums[g] + parts[:, g, c]
+    logits = functools.reduce(jnp.add, sums) + b1
     top = jnp.max(logits, axis=1, keepdims=True)
     e = jnp.exp(logits - top)
     total = jnp.sum(e, axis=1, keepdims=True)
