@@ -66,6 +66,14 @@ parameters, batches and learning rate (row ROW_LR of its small parameters; the s
 takes it as a constant) by ``lax.axis_index("member")``; the clusters share nothing, and those
 that do not fit on the GPU at once (an H100 holds 7) wait for one to finish.
 
+A wider network, 784 -> 256 G -> 10 for G = 2 .. MAX_GROUPS, trains a cluster a group of 256
+units in one launch (``train_steps`` takes it by W0's width; ``split_groups``): each group's
+clusters read the same batches, and in exchange 1 each group's CTA k writes its class-k sum to
+global memory, meets the other groups' class CTAs at a grid barrier
+(``pallas_kernels.mgpu.grid_barrier``: all groups must be resident at once), and adds all G
+sums in group order, then b1[k]; the rest of the step is the group's own. Every group computes
+the same logits, losses and b1; the first group's CTA 0 writes the metrics.
+
 Checked against ``reference`` in float64 over a whole MNIST epoch, and against train_step
 (``experiments.check_kernels --only=cluster_mlp``). In every precision its epoch measured faster
 than xla's scan and than the grid-barrier epoch kernel (``mlp_epoch``), so the trainer runs it
