@@ -535,12 +535,15 @@ def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
 def merge_grids(files) -> None:
   """One GRID.md, grid.json and grid.png in --out_dir from several runs' grid.json."""
   import json
+  cli.writable(pathlib.Path(_OUT_DIR.value) / "grid.json", "--out_dir")
   runs = []
   for f in files:
     try:
       runs.append(json.loads(pathlib.Path(f).read_text()))
     except (OSError, ValueError) as e:
       raise config.ConfigError(f"cannot read {f}: {getattr(e, 'strerror', None) or e}") from None
+    if not (isinstance(runs[-1], dict) and {"meta", "results"} <= runs[-1].keys()):
+      raise config.ConfigError(f"{f} is not a grid.json of benchmarks.bench --grid")
   info = dict(runs[0]["meta"], command=f"python -m benchmarks.bench --grid --merge=<{len(runs)} "
               "runs>; each run: " + runs[0]["meta"]["command"].split(" --points")[0])
   if len({(r["meta"]["device"], r["meta"]["jax"]) for r in runs}) > 1:

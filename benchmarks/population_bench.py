@@ -113,7 +113,7 @@ def main(argv):
   if base.model not in ("mlp", "logreg", "cnn"):
     raise config.ConfigError("the population bench measures the mlp, logreg and cnn models")
   cli.writable(_OUT.value)
-  cli.writable(_PLOT.value, "--plot")
+  cli.plot_file(_PLOT.value, _OUT.value)
   try:
     available = len(jax.devices())
     skipped = [c for c in counts if c > available]

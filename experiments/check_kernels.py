@@ -19,7 +19,7 @@ from absl import flags
 from jaxshallow import cnn, mlp, models, paths, synthetic, train
 from jaxshallow.fused import epoch as fused_epoch, step as fused_step
 from jaxshallow.reference import numpy_cnn
-from jaxshallow.run import cli
+from jaxshallow.run import cli, config
 from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch, mlp_epoch,
                                   population_step, sgd_parts)
 from pallas_kernels import common
@@ -706,6 +706,9 @@ def main(argv):
   del argv
   cli.known("--only group(s)", _ONLY.value, GROUPS)
   cli.at_least("barrier_rounds", _BARRIER_ROUNDS.value, 1)
+  if _SEED.value is not None and not 0 <= _SEED.value <= config.MAX_SEED:
+    raise config.ConfigError(f"--seed must be an integer from 0 to {config.MAX_SEED}, "
+                             f"got {_SEED.value}")
   interpret = common.interpret_default()
   seed = _SEED.value if _SEED.value is not None else int(np.random.default_rng().integers(2**31))
   rng = np.random.default_rng(seed)

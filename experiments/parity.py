@@ -177,7 +177,12 @@ def main(argv):
     raise config.ConfigError(f"--reference must be impl or float64, got {_REFERENCE.value!r}")
   cli.positive("tolerance", _TOL.value)
   seeds = cli.ints("seeds", _SEEDS.value, low=0) if _SEEDS.value else None
+  if seeds and max(seeds) > config.MAX_SEED:
+    raise config.ConfigError(f"--seeds must be at most {config.MAX_SEED}, got {max(seeds)}")
   cfgs = configs()
+  if _REFERENCE.value == "float64" and any(c.impl == "numpy" for c in cfgs):
+    raise config.ConfigError("--reference=float64 compares impls that train in float32 (xla, "
+                             "pallas, triton) with NumPy's float64 run: leave numpy out of --impls")
   cli.writable(_OUT.value)
   if _REFERENCE.value == "float64":
     result = float64_distances(cfgs, seeds or [cfgs[0].seed])

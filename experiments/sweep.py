@@ -109,7 +109,7 @@ def main(argv):
   holdout = 0 if cfg.model == "regression" else _HOLDOUT.value
   cfg = config.resolve(dataclasses.replace(cfg, holdout=holdout))
   cli.writable(_OUT.value)
-  cli.writable(_PLOT.value, "--plot")
+  cli.plot_file(_PLOT.value, _OUT.value)
   try:
     stat_name = ("final MSE on the training set" if cfg.model == "regression" else
                  f"accuracy on a holdout of {holdout} training images" if holdout else

@@ -16,7 +16,16 @@ def write_atomically(path: os.PathLike, data: str | bytes) -> None:
   try:
     with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
       f.write(data)
+    # mkstemp makes the file readable by its owner alone; a result file gets the permissions
+    # any other file would (0666 less the umask).
+    os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, path)
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)
+
+
+def _umask() -> int:
+  mask = os.umask(0)  # Read by setting it; put back at once.
+  os.umask(mask)
+  return mask

@@ -350,3 +350,33 @@ def test_timed_epochs_never_overlaps_a_synchronous_trainer():
   trainer = _Recorder([3.0, 2.0], asynchronous=False)
   runner.timed_epochs(trainer, 2, 1, True)
   assert trainer.events == ["start 0", "read 0", "start 1", "read 1"]
+
+
+def test_out_of_device_memory_is_one_line(monkeypatch, capsys):
+  """An allocation the device refuses (a network far too wide) ends in one line; any other
+  exception still raises."""
+  from jaxshallow.run import cli
+  monkeypatch.setattr(sys, "argv", ["script"])
+
+  def too_big(argv):
+    raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 80040008000 bytes.\nmore")
+  with pytest.raises(SystemExit, match=r"^error: out of memory on .*: RESOURCE_EXHAUSTED: Out "
+                     r"of memory allocating 80040008000 bytes\. \(a smaller network"):
+    cli.run(too_big)
+
+  def other(argv):
+    raise RuntimeError("something else")
+  with pytest.raises(RuntimeError, match="something else"):
+    cli.run(other)
+
+
+def test_a_replaced_result_file_is_said(tmp_path):
+  """--out over an earlier result: written, and the line says it replaced the file there."""
+  from jaxshallow.run import config, runner
+  out = tmp_path / "r.json"
+  out.write_text("{}")
+  lines = []
+  cfg = config.Config(impl="xla", model="regression", dataset="small", epochs=1)
+  runner.run(cfg, log=lines.append, out=str(out))
+  assert lines[-1] == f"wrote {out} (it replaced the file there)"
+  assert json.loads(out.read_text())["epochs"] == 1

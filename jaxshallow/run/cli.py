@@ -9,6 +9,7 @@ loads or compiles anything.
 
 from __future__ import annotations
 
+import pathlib
 import sys
 
 from absl import app, logging
@@ -27,6 +28,12 @@ def run(main) -> None:
       return main(argv)
     except (ConfigError, data.DataError) as e:
       sys.exit(f"error: {e}")
+    except Exception as e:  # noqa: BLE001 -- one kind only, re-raised otherwise
+      if "RESOURCE_EXHAUSTED" not in str(e):
+        raise
+      # A network or batch too large for the device: what was asked for, in one line.
+      sys.exit(f"error: out of memory on {jax_device()}: {str(e).strip().splitlines()[0][:200]}"
+               " (a smaller network, batch or population fits)")
   app.run(checked)
 
 
@@ -57,7 +64,27 @@ def known(flag: str, values, choices) -> None:
     raise ConfigError(f"unknown {flag} {', '.join(unknown)}; choose from {', '.join(choices)}")
 
 
+def jax_device() -> str:
+  import jax
+  return jax.devices()[0].device_kind
+
+
 def writable(path, flag: str = "--out") -> None:
   """Fail before training, not after it, where ``path`` cannot be written."""
   if path:
     runner.check_writable(path, flag)
+
+
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def plot_file(path, out=None, flag: str = "--plot") -> None:
+  """Fail before training where a plot cannot be drawn to ``path``: a format matplotlib writes,
+  named by the suffix; not the results file ``out``; writable."""
+  if not path:
+    return
+  if pathlib.Path(path).suffix.lower() not in PLOT_FORMATS:
+    raise ConfigError(f"{flag} {path}: name a {', '.join(PLOT_FORMATS)} file")
+  if out and pathlib.Path(out).resolve() == pathlib.Path(path).resolve():
+    raise ConfigError(f"{flag} and --out name the same file, {path}")
+  writable(path, flag)

@@ -50,6 +50,9 @@ def _optimizer(cfg) -> str:
   return cfg.optimizer or DEFAULTS[cfg.model]["optimizer"]
 
 
+# Seeds are NumPy's and jax.random's: non-negative, and within 32 bits for both.
+MAX_SEED = 2**32 - 1
+
 @dataclasses.dataclass(frozen=True)
 class Config:
   """One training run. A field left None takes the model's default (``DEFAULTS``,
@@ -149,6 +152,7 @@ def validate(cfg: Config) -> None:
   positive = lambda v: v is None or v >= 1
   checks = [
       (cfg.impl in ops.IMPLS, f"unknown impl {cfg.impl!r}; choose one of {', '.join(ops.IMPLS)}"),
+      (0 <= cfg.seed <= MAX_SEED, f"seed must be an integer from 0 to {MAX_SEED}, got {cfg.seed}"),
       (cfg.model in MODELS, f"unknown model {cfg.model!r}; choose one of {', '.join(MODELS)}"),
       (cfg.model not in MODELS or cfg.dataset in _datasets(cfg.model),
        f"unknown dataset {cfg.dataset!r} for model {cfg.model}; choose one of "

@@ -72,8 +72,9 @@ def run(cfg: Config, log: Callable[[str], None] = print, out: str | None = None)
     check_writable(out)
   result = _train(cfg, log)
   if out:
+    replaced = os.path.exists(out)
     write_json(result, out)
-    log(f"wrote {out}")
+    log(f"wrote {out}" + (" (it replaced the file there)" if replaced else ""))
   return result
 
 
@@ -175,9 +176,9 @@ def write_json(result: dict, path: os.PathLike) -> None:
 def check_writable(path: os.PathLike, flag: str = "--out") -> None:
   """Fail before training, not after it, if the result file cannot be written. Nothing is left
   behind: a folder made for the check is removed again."""
-  path = pathlib.Path(path)
-  if path.is_dir():
+  if str(path).endswith(("/", os.sep)) or pathlib.Path(path).is_dir():
     raise ConfigError(f"{flag} {path} is a directory; give a file name")
+  path = pathlib.Path(path)
   made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]  # innermost first
   try:
     path.parent.mkdir(parents=True, exist_ok=True)
