@@ -30,6 +30,7 @@ import pathlib
 import platform
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 from absl import flags
@@ -66,7 +67,8 @@ _NUMPY_EPOCHS = flags.DEFINE_integer("numpy_epochs", 1, "Epochs of the NumPy bas
 _NUMPY_CNN_LIMIT = flags.DEFINE_integer("numpy_cnn_train_limit", 6400,
                                         "Training images of the NumPy CNN baseline.")
 _QUICK = flags.DEFINE_bool("quick", False, "Tiny configurations: a structural check on a CPU.")
-_OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where RESULTS.md, JSON, CSV and plots go.")
+_OUT_DIR = flags.DEFINE_string("out_dir", "docs", "Where RESULTS.md, JSON, CSV and plots go (with "
+                                "--quick: a folder in the system's temp folder unless given).")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Folder with the MNIST files.")
 _PLOTS = flags.DEFINE_bool("plots", True, "Draw PNG plots (needs matplotlib, the plots extra).")
 _END_TO_END = flags.DEFINE_bool("end_to_end", False, "Also time fresh processes of the training "
@@ -532,10 +534,20 @@ def draw_plots(results, out_dir: pathlib.Path, notes: list[str]) -> list[str]:
   return files
 
 
+def out_dir() -> pathlib.Path:
+  """--out_dir. A --quick run without one writes to the system's temp folder: a structural run
+  never replaces the measured tables in docs/."""
+  if _QUICK.value and not flags.FLAGS["out_dir"].present:
+    return pathlib.Path(tempfile.gettempdir()) / "jaxshallow-bench-quick"
+  if not _OUT_DIR.value:
+    raise config.ConfigError("--out_dir must name a folder")
+  return pathlib.Path(_OUT_DIR.value)
+
+
 def merge_grids(files) -> None:
   """One GRID.md, grid.json and grid.png in --out_dir from several runs' grid.json."""
   import json
-  cli.writable(pathlib.Path(_OUT_DIR.value) / "grid.json", "--out_dir")
+  cli.writable(out_dir() / "grid.json", "--out_dir")
   runs = []
   for f in files:
     try:
@@ -549,7 +561,7 @@ def merge_grids(files) -> None:
   if len({(r["meta"]["device"], r["meta"]["jax"]) for r in runs}) > 1:
     raise config.ConfigError("the runs to merge come from different devices or jax versions")
   results = [row for r in runs for row in r["results"]]
-  rows = write_grid(results, info, pathlib.Path(_OUT_DIR.value),
+  rows = write_grid(results, info, out_dir(),
                     [f"merged from {len(runs)} runs of one process a point, one device"])
   print(grid_summary(rows))
 
@@ -561,9 +573,9 @@ def check_flags() -> list[int]:
   """Every flag's value, before anything is printed, loaded or compiled; the seeds."""
   cli.known("--workloads", _WORKLOADS.value, tuple(BASE))
   cli.known("--impls", _IMPLS.value, IMPLS)
-  cli.known("--torch_modes", _TORCH_MODES.value, torch_peer.MODES)
-  cli.known("--cnn_precisions", _CNN_PRECISIONS.value, ("tf32", "bfloat16"))
-  cli.known("--batch_precisions", _BATCH_PRECISIONS.value, ops.PRECISIONS)
+  cli.known("--torch_modes", _TORCH_MODES.value, torch_peer.MODES, empty=True)
+  cli.known("--cnn_precisions", _CNN_PRECISIONS.value, ("tf32", "bfloat16"), empty=True)
+  cli.known("--batch_precisions", _BATCH_PRECISIONS.value, ops.PRECISIONS, empty=True)
   known = [name for name, _, _ in TECHNIQUES]
   if unknown := [n for n in _TECHNIQUE_NAMES.value if n not in known]:
     raise config.ConfigError(f"unknown --technique_names {', '.join(unknown)}; the techniques "
@@ -583,7 +595,7 @@ def check_flags() -> list[int]:
     grid.points(_POINTS.value)
   except ValueError as e:
     raise config.ConfigError(str(e)) from None
-  out = pathlib.Path(_OUT_DIR.value) / ("grid.json" if _GRID.value else "results.json")
+  out = out_dir() / ("grid.json" if _GRID.value else "results.json")
   cli.writable(out, "--out_dir")
   return seeds
 
@@ -608,7 +620,7 @@ def main(argv):
         notes.append(f"triton impl skipped: it needs {why}")
         impls.remove("triton")
     cases = grid_cases() if _GRID.value else build_cases(impls)
-    out_dir = pathlib.Path(_OUT_DIR.value)
+    folder = out_dir()
   except ValueError as e:
     raise config.ConfigError(str(e)) from None
   import jax
@@ -629,9 +641,9 @@ def main(argv):
     print(f"[{i}/{len(cases)}] {r['workload']:10s} {r['impl']:11s} {r['variant']:32s} "
           f"{r['epoch_time_s']:9.4f} s/epoch  {r['samples_per_s']:12,.0f} samples/s", flush=True)
   if _GRID.value:
-    rows = write_grid(results, meta(), out_dir, notes)
+    rows = write_grid(results, meta(), folder, notes)
     print(grid_summary(rows))
-    print(f"wrote {out_dir / 'GRID.md'}, grid.json")
+    print(f"wrote {folder / 'GRID.md'}, grid.json")
   else:
     add_speedups(results)
     info = meta()
@@ -640,9 +652,9 @@ def main(argv):
       info["end_to_end"] = [end_to_end.measure(w, impl, extra) for w in _WORKLOADS.value
                             if w in ("mlp", "cnn", "logreg")
                             for impl in ("xla", "pallas") if impl in impls]
-    write_outputs(results, info, out_dir, notes)
+    write_outputs(results, info, folder, notes)
     print(table(results, "workloads"))
-    print(f"wrote {out_dir / 'RESULTS.md'}, results.json, results.csv")
+    print(f"wrote {folder / 'RESULTS.md'}, results.json, results.csv")
   diverged = [r for r in results if r["diverged"]]
   if diverged:
     sys.exit(f"error: {len(diverged)} configuration(s) diverged (see the notes in RESULTS.md); "

@@ -176,6 +176,14 @@ def main(argv):
   if _REFERENCE.value not in ("impl", "float64"):
     raise config.ConfigError(f"--reference must be impl or float64, got {_REFERENCE.value!r}")
   cli.positive("tolerance", _TOL.value)
+  if not _TOL.value < float("inf"):
+    raise config.ConfigError(f"tolerance must be a finite number, got {_TOL.value}")
+  if _SEEDS.value and _REFERENCE.value == "impl":
+    raise config.ConfigError("--seeds applies to --reference=float64 (the lockstep comparison "
+                             "trains --seed)")
+  if flags.FLAGS["tolerance"].present and _REFERENCE.value == "float64":
+    raise config.ConfigError("--tolerance applies to --reference=impl (float64's bound is twice "
+                             "the first impl's distance)")
   seeds = cli.ints("seeds", _SEEDS.value, low=0) if _SEEDS.value else None
   if seeds and max(seeds) > config.MAX_SEED:
     raise config.ConfigError(f"--seeds must be at most {config.MAX_SEED}, got {max(seeds)}")

@@ -49,8 +49,10 @@ def parse_lrs(values) -> list[float]:
     lrs = [float(v) for v in values]
   except ValueError:
     raise config.ConfigError(f"lrs must be numbers, got {','.join(values)!r}") from None
-  if not lrs or min(lrs) <= 0:
+  if not lrs or not all(0 < lr < float("inf") for lr in lrs):
     raise config.ConfigError(f"lrs must be positive numbers, got {','.join(values)!r}")
+  if len(set(lrs)) != len(lrs):
+    raise config.ConfigError(f"lrs must be distinct, got {','.join(values)!r}")
   return lrs
 
 
@@ -105,7 +107,12 @@ def main(argv):
   seeds, lrs = parse_seeds(_SEEDS.value), parse_lrs(_LRS.value)
   cli.at_least("holdout", _HOLDOUT.value, 0)
   cli.at_least("population_chunk", _CHUNK.value, 0)
-  cfg = config_flags.config_from_flags()
+  # Each member's learning rate is one of --lrs (--lr is refused); its seed one of --seeds,
+  # and --seed only draws the regression net's data set.
+  cfg = config_flags.config_from_flags(lr=lrs[0])
+  if "seed" in cfg.given and cfg.model != "regression":
+    raise config.ConfigError("--seed draws the regression net's data set only; the members' "
+                             "seeds are --seeds")
   holdout = 0 if cfg.model == "regression" else _HOLDOUT.value
   cfg = config.resolve(dataclasses.replace(cfg, holdout=holdout))
   cli.writable(_OUT.value)

@@ -59,7 +59,10 @@ def ints(flag: str, values, low: int = 1) -> list[int]:
   return out
 
 
-def known(flag: str, values, choices) -> None:
+def known(flag: str, values, choices, empty: bool = False) -> None:
+  """Every value of a list flag among ``choices``; at least one unless ``empty``."""
+  if not values and not empty:
+    raise ConfigError(f"{flag} names none; choose from {', '.join(choices)}")
   if unknown := [v for v in values if v not in choices]:
     raise ConfigError(f"unknown {flag} {', '.join(unknown)}; choose from {', '.join(choices)}")
 
