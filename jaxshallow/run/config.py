@@ -52,6 +52,7 @@ def _optimizer(cfg) -> str:
 
 # Seeds are NumPy's and jax.random's: non-negative, and within 32 bits for both.
 MAX_SEED = 2**32 - 1
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -161,9 +162,8 @@ def validate(cfg: Config) -> None:
       (positive(cfg.batch_size), f"batch_size must be at least 1, got {cfg.batch_size}"),
       (cfg.lr is None or (np.isfinite(cfg.lr) and cfg.lr > 0),
        f"lr must be a positive number, got {cfg.lr}"),
-      (cfg.lr is None or not cfg.lr > np.finfo(np.float32).max,  # trains in float32
-       f"lr must be at most float32's largest number, {np.finfo(np.float32).max:.3g}, got "
-       f"{cfg.lr}"),
+      (cfg.lr is None or not cfg.lr > FLOAT32_MAX,  # trains in float32
+       f"lr must be at most float32's largest number, {FLOAT32_MAX:.3g}, got {cfg.lr}"),
       (0 <= cfg.momentum < 1, f"momentum must be in [0, 1), got {cfg.momentum}"),
       (cfg.optimizer is None or cfg.optimizer in train.OPTIMIZERS,
        f"unknown optimizer {cfg.optimizer!r}; choose one of {', '.join(train.OPTIMIZERS)}"),
