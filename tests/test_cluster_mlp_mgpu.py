@@ -55,6 +55,23 @@ def test_kernel_of_several_clusters_lowers(hidden, steps):
                       lowering_platforms=("cuda",)).as_text()
   assert "mosaic_gpu" in text and "red.release.gpu.global.add" in text
   assert "tensor<1xi32>" in text  # The grid's one counter
+  assert "fence.proxy.async.global" in text  # Before the copy reads the other groups' sums
+
+
+def test_too_many_clusters_or_the_interpreter_are_refused():
+  """More clusters than an H100 holds at once would never meet (a hang): refused; so is the
+  interpreter, which cannot run the grid barrier."""
+  f32 = jnp.float32
+  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
+                        "b": jax.ShapeDtypeStruct((m,), f32)}
+  xs = jax.ShapeDtypeStruct((1, 64, 832), jnp.bfloat16)
+  onehot = jax.ShapeDtypeStruct((1, 10, 64), jnp.bfloat16)
+  for hidden, kw, message in [(2048, {}, "8 clusters of 16 CTAs are more than the 7"),
+                              (300, {}, "not 300"),
+                              (512, {"interpret": True}, "trains alone, compiled")]:
+    fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5, **kw))
+    with pytest.raises(ValueError, match=message):
+      fn.trace([layer(784, hidden), layer(hidden, 10)], xs, onehot)
 
 
 @pytest.mark.parametrize("hidden", [256, 512])

@@ -16,6 +16,8 @@ def test_exchange_lowers_with_release_and_acquire_at_gpu_scope():
   # The arrival releases what the CTA wrote; the spin reads at GPU scope, then acquires.
   assert "red.release.gpu.global.add" in text
   assert "ld.relaxed.gpu.global" in text and "fence.acquire.gpu" in text
+  # And a proxy fence before the TMA copy reads what the others wrote.
+  assert "fence.proxy.async.global" in text
 
 
 def test_exchange_counts_arrivals_in_one_counter_for_the_grid():

@@ -380,6 +380,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.copy_smem_to_gmem(columns.at[CLASSES], group_sums.at[parity, m, c])
     plgpu.wait_smem_to_gmem(0)  # Written, not only read, before the arrival
     grid_barrier.barrier(counter.at[0], (s + 1) * CLASSES * groups)
+    grid_barrier.fence_for_copies()
     plgpu.copy_gmem_to_smem(group_sums.at[parity, :, c], inbox.at[pl.ds(0, groups)], tma.at[4])
     plgpu.barrier_wait(tma.at[4])
     return functools.reduce(jnp.add, [_load(inbox.at[g], by_row) for g in range(groups)])
@@ -534,6 +535,9 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   if groups > 1 and (members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
                      "interpreter cannot run the grid barrier)")
+  if groups > MAX_GROUPS:  # Not all resident: the grid barrier would never open (a hang).
+    raise ValueError(f"{groups} clusters of {CTAS} CTAs are more than the {MAX_GROUPS} an H100 "
+                     "holds at once")
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.
@@ -650,9 +654,12 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
   ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
   kernel then runs one warpgroup, as in the interpreter)."""
-  groups = params[0]["w"].shape[1] // HIDDEN
+  groups, rest = divmod(params[0]["w"].shape[1], HIDDEN)
+  if rest:
+    raise ValueError(f"it trains hidden layers of 256 x 1 .. {MAX_GROUPS} units, not "
+                     f"{params[0]['w'].shape[1]}")
   if groups > 1:
-    return _train_groups(params, xs, onehot, lr, precision, groups)
+    return _train_groups(params, xs, onehot, lr, precision, groups, interpret, profile_dir)
   call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir)
   one = lambda a: a[None]  # A population of one; its learning rate is the kernel's constant.
   params, losses, correct = _launch(call, jax.tree.map(one, params), jnp.zeros(1, jnp.float32),
@@ -678,9 +685,10 @@ def join_groups(stacked):
           {"w": stacked[1]["w"].reshape(groups * HIDDEN, CLASSES), "b": stacked[1]["b"][0]}]
 
 
-def _train_groups(params, xs, onehot, lr: float, precision: str, groups: int):
+def _train_groups(params, xs, onehot, lr: float, precision: str, groups: int,
+                  interpret: bool = False, profile_dir: str | None = None):
   """``train_steps`` of a network of ``groups`` x 256 units: a cluster a group, one launch."""
-  call = _call(xs.shape[0], float(lr), PARTS[precision], groups=groups)
+  call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir, groups=groups)
   w0p, small = jax.vmap(_pack)(split_groups(params, groups), jnp.zeros(groups, jnp.float32))
   w0p, small, metrics, _ = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs[None],
                                 onehot[None])

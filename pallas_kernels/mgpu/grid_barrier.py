@@ -32,6 +32,23 @@ def barrier(counter, arrivals) -> None:
   plgpu.semaphore_wait(counter, arrivals, decrement=False, memory_scope="gpu")
 
 
+def fence_for_copies() -> None:
+  """After the barrier, before a TMA copy (the async proxy) reads what other CTAs wrote: the
+  acquire orders the generic proxy's reads only; PTX's memory model asks for a proxy fence
+  before the async proxy's (the writer's side needs none: a bulk copy's completion, waited for
+  before the arrival, carries one)."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+
+  @plgpu.inline_mgpu()
+  def emit(ctx):
+    del ctx
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import llvm
+    llvm.inline_asm(ir.Type.parse("!llvm.void"), [], "fence.proxy.async.global;", "",
+                    has_side_effects=True)
+  emit()
+
+
 def exchange(programs: int, steps: int, floats: int = 128):
   """A function of no arguments that runs ``steps`` rounds of: write a row of ``floats`` (the
   round's and the CTA's number) to global memory (two buffers, by round parity), the grid
@@ -54,6 +71,7 @@ def exchange(programs: int, steps: int, floats: int = 128):
       plgpu.copy_smem_to_gmem(mine, rows_ref.at[parity, c])
       plgpu.wait_smem_to_gmem(0)  # The copy is done, not only its read of shared memory.
       barrier(counter.at[0], (r + 1) * programs)
+      fence_for_copies()
       plgpu.copy_gmem_to_smem(rows_ref.at[parity, peer], theirs, loaded.at[0])
       plgpu.barrier_wait(loaded.at[0])
       want = (r * programs + peer).astype(f32)
