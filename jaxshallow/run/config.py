@@ -154,6 +154,7 @@ def validate(cfg: Config) -> None:
   checks = [
       (cfg.impl in ops.IMPLS, f"unknown impl {cfg.impl!r}; choose one of {', '.join(ops.IMPLS)}"),
       (0 <= cfg.seed <= MAX_SEED, f"seed must be an integer from 0 to {MAX_SEED}, got {cfg.seed}"),
+      (cfg.data_dir is None or cfg.data_dir.strip() != "", "data_dir must name a folder"),
       (cfg.model in MODELS, f"unknown model {cfg.model!r}; choose one of {', '.join(MODELS)}"),
       (cfg.model not in MODELS or cfg.dataset in _datasets(cfg.model),
        f"unknown dataset {cfg.dataset!r} for model {cfg.model}; choose one of "

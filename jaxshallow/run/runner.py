@@ -179,6 +179,8 @@ def check_writable(path: os.PathLike, flag: str = "--out") -> None:
   if str(path).endswith(("/", os.sep)) or pathlib.Path(path).is_dir():
     raise ConfigError(f"{flag} {path} is a directory; give a file name")
   path = pathlib.Path(path)
+  if blocking := next((p for p in path.parents if p.is_file()), None):
+    raise ConfigError(f"cannot write {flag} {path}: {blocking} is a file, not a folder")
   made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]  # innermost first
   try:
     path.parent.mkdir(parents=True, exist_ok=True)
