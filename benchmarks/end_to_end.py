@@ -83,7 +83,7 @@ def main(argv):
   if set_here := [e for e in _EXTRA.value
                   if e.split("=")[0].lstrip("-") in ("out", "impl", "model", "compilation_cache")]:
     raise ConfigError(f"--extra {','.join(set_here)}: end_to_end sets --out, --impl, "
-                             "--model and --compilation_cache itself (use --impls, --workloads)")
+                      "--model and --compilation_cache itself (use --impls, --workloads)")
   if _EPOCHS.value is not None:
     cli.at_least("--epochs", _EPOCHS.value, 1)
   cli.at_least("--warm_runs", _WARM_RUNS.value, 1)

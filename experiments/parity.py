@@ -185,8 +185,8 @@ def main(argv):
     raise config.ConfigError("--tolerance applies to --reference=impl (float64's bound is twice "
                              "the first impl's distance)")
   seeds = cli.ints("seeds", _SEEDS.value, low=0) if _SEEDS.value else None
-  if seeds and max(seeds) > config.MAX_SEED:
-    raise config.ConfigError(f"--seeds must be at most {config.MAX_SEED}, got {max(seeds)}")
+  if why := next(filter(None, (config.seed_problem("--seeds", s) for s in seeds or ())), None):
+    raise config.ConfigError(why)
   cfgs = configs()
   if _REFERENCE.value == "float64" and any(c.impl == "numpy" for c in cfgs):
     raise config.ConfigError("--reference=float64 compares impls that train in float32 (xla, "

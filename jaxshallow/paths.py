@@ -66,8 +66,8 @@ OPS_FASTER_ABOVE = 3.5e5
 # Pallas path trained slower than xla (docs/bench/current).
 MEASURED = {
     # The grid epoch kernel with split products (mlp_epoch.tiles_for), over the work rule's
-    # limit: 1.12x and 1.56x xla in the grid (2026-11-27, without --alternatives; the op kernels
-    # measured 0.63x and 0.69x on 2026-11-26).
+    # limit: 1.55x (pixels as integers) and 1.56x xla in the grid (2026-11-27, without
+    # --alternatives; the op kernels measured 0.63x and 0.69x on 2026-11-26).
     ((784, 1024, 10), 64, "sgd", "float32"): "epoch",
     ((784, 256, 1024, 256, 10), 64, "sgd", "float32"): "epoch",
     ((784, 2048, 10), 64, "sgd", "float32"): "xla",  # ops 0.85x, epoch 0.55x

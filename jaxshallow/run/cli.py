@@ -32,8 +32,10 @@ def run(main) -> None:
       if "RESOURCE_EXHAUSTED" not in str(e):
         raise
       # A network or batch too large for the device: what was asked for, in one line.
-      sys.exit(f"error: out of memory on {jax_device()}: {str(e).strip().splitlines()[0][:200]}"
-               " (a smaller network, batch or population fits)")
+      import jax
+      sys.exit(f"error: out of memory on {jax.devices()[0].device_kind}: "
+               f"{str(e).strip().splitlines()[0][:200]} (a smaller network, batch or population "
+               "fits)")
   app.run(checked)
 
 
@@ -65,11 +67,6 @@ def known(flag: str, values, choices, empty: bool = False) -> None:
     raise ConfigError(f"{flag} names none; choose from {', '.join(choices)}")
   if unknown := [v for v in values if v not in choices]:
     raise ConfigError(f"unknown {flag} {', '.join(unknown)}; choose from {', '.join(choices)}")
-
-
-def jax_device() -> str:
-  import jax
-  return jax.devices()[0].device_kind
 
 
 def writable(path, flag: str = "--out") -> None:

@@ -54,6 +54,14 @@ def _optimizer(cfg) -> str:
 MAX_SEED = 2**32 - 1
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
+
+def seed_problem(flag: str, seed: int) -> str | None:
+  """Why ``seed`` cannot seed a run (one line), or None."""
+  if not 0 <= seed <= MAX_SEED:
+    return f"{flag} must be an integer from 0 to {MAX_SEED}, got {seed}"
+  return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
   """One training run. A field left None takes the model's default (``DEFAULTS``,
@@ -153,7 +161,7 @@ def validate(cfg: Config) -> None:
   positive = lambda v: v is None or v >= 1
   checks = [
       (cfg.impl in ops.IMPLS, f"unknown impl {cfg.impl!r}; choose one of {', '.join(ops.IMPLS)}"),
-      (0 <= cfg.seed <= MAX_SEED, f"seed must be an integer from 0 to {MAX_SEED}, got {cfg.seed}"),
+      (not (bad_seed := seed_problem("seed", cfg.seed)), bad_seed),
       (cfg.data_dir is None or cfg.data_dir.strip() != "", "data_dir must name a folder"),
       (cfg.model in MODELS, f"unknown model {cfg.model!r}; choose one of {', '.join(MODELS)}"),
       (cfg.model not in MODELS or cfg.dataset in _datasets(cfg.model),

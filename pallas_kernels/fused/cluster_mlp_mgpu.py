@@ -143,13 +143,18 @@ def semantics():
   return plgpu.LoweringSemantics.Lane
 
 
+def _groups(hidden: int) -> int:
+  """The clusters a hidden layer of ``hidden`` units takes (256 each); 0 for other widths."""
+  return hidden // HIDDEN if hidden % HIDDEN == 0 else 0
+
+
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
             wide: bool = False) -> str | None:
   """Why this kernel cannot train the network (one line), or None if it can. ``wide``: networks
   of 2 .. MAX_GROUPS clusters (``groups``) too."""
   hidden = tuple(widths)[1] if len(widths) == 3 else 0
-  groups = hidden // HIDDEN if hidden % HIDDEN == 0 else 0
-  if (tuple(widths) != (INPUTS, hidden, CLASSES) or not 1 <= groups <= (MAX_GROUPS if wide else 1)):
+  groups = _groups(hidden)
+  if tuple(widths) != (INPUTS, hidden, CLASSES) or not 1 <= groups <= (MAX_GROUPS if wide else 1):
     units = f"({HIDDEN} x 1 .. {MAX_GROUPS})" if wide else f"{HIDDEN}"
     return (f"it trains {INPUTS}-{units}-{CLASSES} networks, not "
             f"{'-'.join(map(str, widths))}")
@@ -376,13 +381,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     group's slot by step parity: a slot is written again two steps later, after the next
     step's barrier, which every reader reaches only after reading it."""
     _store(columns.at[CLASSES], total)
-    plgpu.commit_smem()  # Visible to the copy
-    plgpu.copy_smem_to_gmem(columns.at[CLASSES], group_sums.at[parity, m, c])
-    plgpu.wait_smem_to_gmem(0)  # Written, not only read, before the arrival
-    grid_barrier.barrier(counter.at[0], (s + 1) * CLASSES * groups)
-    grid_barrier.fence_for_copies()
-    plgpu.copy_gmem_to_smem(group_sums.at[parity, :, c], inbox.at[pl.ds(0, groups)], tma.at[4])
-    plgpu.barrier_wait(tma.at[4])
+    grid_barrier.share(counter.at[0], (s + 1) * CLASSES * groups, columns.at[CLASSES],
+                       group_sums.at[parity, m, c], group_sums.at[parity, :, c],
+                       inbox.at[pl.ds(0, groups)], tma.at[4])
     return functools.reduce(jnp.add, [_load(inbox.at[g], by_row) for g in range(groups)])
 
   def exchange(s, parity, b1):
@@ -654,8 +655,8 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
   ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
   kernel then runs one warpgroup, as in the interpreter)."""
-  groups, rest = divmod(params[0]["w"].shape[1], HIDDEN)
-  if rest:
+  groups = _groups(params[0]["w"].shape[1])
+  if not groups:
     raise ValueError(f"it trains hidden layers of 256 x 1 .. {MAX_GROUPS} units, not "
                      f"{params[0]['w'].shape[1]}")
   if groups > 1:
@@ -689,19 +690,17 @@ def _train_groups(params, xs, onehot, lr: float, precision: str, groups: int,
                   interpret: bool = False, profile_dir: str | None = None):
   """``train_steps`` of a network of ``groups`` x 256 units: a cluster a group, one launch."""
   call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir, groups=groups)
-  w0p, small = jax.vmap(_pack)(split_groups(params, groups), jnp.zeros(groups, jnp.float32))
-  w0p, small, metrics, _ = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs[None],
-                                onehot[None])
-  losses = jax.vmap(common.fixed_order_mean)(metrics[0, :, 0])
-  correct = jnp.sum(metrics[0, :, 1], axis=1).astype(jnp.int32)
-  return join_groups(jax.vmap(_unpack)(w0p, small)), losses, correct
+  stacked, losses, correct = _launch(call, split_groups(params, groups),
+                                     jnp.zeros(groups, jnp.float32), xs[None], onehot[None])
+  return join_groups(stacked), losses[0], correct[0]
 
 
 def _launch(call, params, lrs, xs, onehot):
   """``call`` (a ``_call`` kernel) on stacked params, learning rates, batches and labels: the
   members' params, losses (members, steps) and correct counts (members, steps)."""
   w0p, small = jax.vmap(_pack)(params, lrs)
-  w0p, small, metrics = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
+  # (A network of several groups: one batch and metrics row, and its groups' sums, unread.)
+  w0p, small, metrics, *_ = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
   # The same bits in every process: a fixed order of adds.
   losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
   correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)

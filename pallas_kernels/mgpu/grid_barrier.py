@@ -10,7 +10,9 @@ is visible to whoever sees the increment) and then waits on until it reaches the
 CTAs' arrivals so far (``ld.relaxed.gpu`` spins, then ``fence.acquire.gpu``). The counter only
 grows, so the k-th barrier waits for k x CTAs arrivals and needs no reset; it comes from
 ``pl.get_global`` (one for the grid, which Pallas passes in zeroed at each launch), not from the
-kernel's scratch shapes, whose semaphores are each CTA's own. All CTAs must be resident at once (at most one a SM), or the barrier never opens.
+kernel's scratch shapes, whose semaphores are each CTA's own. All CTAs must be resident at once
+(at most one a SM), or the barrier never opens. ``share`` is one round of an exchange through
+global memory around it (TMA copies out and in).
 
 ``exchange`` is its stress test and timing: every CTA writes a row to global memory, meets the
 others, and reads its neighbour's row; any wrong value counts (``probes.cluster_exchange
@@ -49,6 +51,20 @@ def fence_for_copies() -> None:
   emit()
 
 
+def share(counter, arrivals, mine, out, rows, into, loaded) -> None:
+  """One round of an exchange through global memory: this CTA's shared-memory ``mine`` copied
+  to global ``out``, the barrier (its ``arrivals``-th count), then the global ``rows`` the
+  others wrote copied into shared ``into`` (waited for on the mbarrier ``loaded``)."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  plgpu.commit_smem()  # What the threads stored, visible to the copy
+  plgpu.copy_smem_to_gmem(mine, out)
+  plgpu.wait_smem_to_gmem(0)  # The copy is done, not only its read of shared memory.
+  barrier(counter, arrivals)
+  fence_for_copies()
+  plgpu.copy_gmem_to_smem(rows, into, loaded)
+  plgpu.barrier_wait(loaded)
+
+
 def exchange(programs: int, steps: int, floats: int = 128):
   """A function of no arguments that runs ``steps`` rounds of: write a row of ``floats`` (the
   round's and the CTA's number) to global memory (two buffers, by round parity), the grid
@@ -67,13 +83,8 @@ def exchange(programs: int, steps: int, floats: int = 128):
     def round_(r, wrong):
       parity = lax.rem(r, 2)
       mine[...] = jnp.full((floats,), (r * programs + c).astype(f32))
-      plgpu.commit_smem()
-      plgpu.copy_smem_to_gmem(mine, rows_ref.at[parity, c])
-      plgpu.wait_smem_to_gmem(0)  # The copy is done, not only its read of shared memory.
-      barrier(counter.at[0], (r + 1) * programs)
-      fence_for_copies()
-      plgpu.copy_gmem_to_smem(rows_ref.at[parity, peer], theirs, loaded.at[0])
-      plgpu.barrier_wait(loaded.at[0])
+      share(counter.at[0], (r + 1) * programs, mine, rows_ref.at[parity, c],
+            rows_ref.at[parity, peer], theirs, loaded.at[0])
       want = (r * programs + peer).astype(f32)
       return wrong + jnp.sum(jnp.where(theirs[...] != want, 1.0, 0.0))
 
