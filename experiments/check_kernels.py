@@ -601,21 +601,28 @@ def _cluster_inputs(rng, hidden: int, steps: int):
 
 
 def cluster_groups_cases(rng, steps=20):
-  """cluster_mlp_mgpu on networks of several clusters (784-512-10 and 784-1024-10: their class
-  sums meet at a grid barrier every step) against float64 train_step over ``steps`` steps,
-  bounded as the epoch family's float32 (twice xla's own float32 distance where larger), and
-  run twice: the same bits."""
-  for hidden in (512, 1024):
-    x, y, order, params = _cluster_inputs(rng, hidden, steps)
-    lr = 0.1
+  """cluster_mlp_mgpu on networks of several clusters (784-512-10 and 784-1000-10, padded to
+  1024: their class sums meet at a grid barrier every step) and of a padded cluster
+  (784-128-10) against float64 train_step over ``steps`` steps, bounded as the epoch family's
+  float32 (twice xla's own float32 distance where larger; outside it, one fresh draw, as
+  there), and run twice: the same bits."""
+  lr = 0.1
+  for hidden in (128, 512, 1000):
     run = jax.jit(functools.partial(cluster_mlp_mgpu.train_epoch, lr=lr, steps=steps))
-    got, losses, _ = run(params, x, y, order)
+    clusters = -(-hidden // cluster_mlp_mgpu.HIDDEN)
+    for draw in range(2):
+      x, y, order, params = _cluster_inputs(rng, hidden, steps)
+      got, losses, _ = run(params, x, y, order)
+      inputs = (params, x, y, order, lr, "sgd", cluster_mlp_mgpu.BATCH, models.MLP, steps)
+      ref = _epoch_reference(*inputs)
+      bound, xla_err = _float32_bound(ref, *inputs)
+      err = _distance(losses, jax.tree.leaves(got), *ref)
+      if err < bound or draw == 1:
+        break
+    name = (f"cluster mlp 784-{hidden}-10 ({clusters} clusters) {steps} steps "
+            f"(xla {xla_err:.0e}{'; 2nd draw' if draw else ''})")
+    yield name, "float32", err, bound
     again = run(params, x, y, order)[1]
-    inputs = (params, x, y, order, lr, "sgd", cluster_mlp_mgpu.BATCH, models.MLP, steps)
-    ref = _epoch_reference(*inputs)
-    bound, xla_err = _float32_bound(ref, *inputs)
-    name = f"cluster mlp 784-{hidden}-10 ({hidden // 256} clusters) {steps} steps (xla {xla_err:.0e})"
-    yield name, "float32", _distance(losses, jax.tree.leaves(got), *ref), bound
     same = np.array_equal(np.asarray(losses), np.asarray(again))
     yield f"cluster mlp 784-{hidden}-10 twice: the same bits", "float32", 0.0 if same else np.inf
 

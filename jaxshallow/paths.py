@@ -8,9 +8,10 @@ picks, among the paths that can, the one to take, and says why in one line. The 
             per iteration of a ``lax.scan``: any network, any optimizer
   step      the CNN's step kernels (``jaxshallow.fused.step``): a step of Pallas kernels alone
   epoch     the MLP family's whole epoch in one launch (``jaxshallow.fused.epoch``): on a Hopper
-            GPU one thread-block cluster where a cluster kernel takes the network
-            (``cluster_mlp_mgpu``, ``cluster_epoch_mgpu``), else a grid of programs meeting at
-            grid barriers (``mlp_epoch``)
+            GPU thread-block clusters where a cluster kernel takes the network
+            (``cluster_mlp_mgpu``: a cluster per 256 hidden units, up to 7;
+            ``cluster_epoch_mgpu``), else a grid of programs meeting at grid barriers
+            (``mlp_epoch``)
   xla       no Pallas kernel: the xla impl's step, where every Pallas path measured slower
             than XLA on this network (``MEASURED``), so that the default is never slower
 
@@ -65,9 +66,11 @@ OPS_FASTER_ABOVE = 3.5e5
 # the rule above: (widths, batch size, optimizer, precision) -> fusion; "xla" where every
 # Pallas path trained slower than xla (docs/bench/current).
 MEASURED = {
-    # The grid epoch kernel with split products (mlp_epoch.tiles_for), over the work rule's
-    # limit: 1.55x (pixels as integers) and 1.56x xla in the grid (2026-11-27, without
-    # --alternatives; the op kernels measured 0.63x and 0.69x on 2026-11-26).
+    # The epoch kernels over the work rule's limit: on Hopper 784-1024-10 takes the cluster
+    # kernel (4 clusters, 3.96x; the rule judges only the grid kernel), elsewhere the grid
+    # kernel with split products (mlp_epoch.tiles_for), 1.55x on the H100; 784-256-1024-256-10
+    # the grid kernel, 1.56x (2026-11-27, without --alternatives; the op kernels measured 0.63x
+    # and 0.69x on 2026-11-26).
     ((784, 1024, 10), 64, "sgd", "float32"): "epoch",
     ((784, 256, 1024, 256, 10), 64, "sgd", "float32"): "epoch",
     ((784, 2048, 10), 64, "sgd", "float32"): "xla",  # ops 0.85x, epoch 0.55x
@@ -117,7 +120,7 @@ def single(cfg) -> Path:
     return Path("ops", f"the {wanted} kernels cannot train this: {why}")
   if cfg.fusion is None and measured:
     return Path(measured, "measured faster on this network (docs/bench/current)")
-  if cfg.fusion is None and wanted == "epoch":
+  if cfg.fusion is None and wanted == "epoch" and _epoch_kernel_of(cfg) == "grid":
     work = fused_epoch.work_per_program(widths(cfg), cfg.batch_size)
     if work > OPS_FASTER_ABOVE:
       why = (f"at batch {cfg.batch_size} each of the epoch kernel's programs would run "
@@ -141,15 +144,19 @@ def resolve(cfg):
   return dataclasses.replace(cfg, fusion=single(cfg).fusion)
 
 
+def _epoch_kernel_of(cfg) -> str:
+  """``epoch_kernel`` of a Config's network."""
+  return epoch_kernel(widths(cfg), cfg.batch_size,
+                      head="mse" if cfg.model == "regression" else "xent", bias=cfg.bias,
+                      optimizer=cfg.optimizer, precision=cfg.precision, dtype="float32")
+
+
 def describe(cfg) -> str:
   """The kernels that train ``cfg`` (resolved, its path set by ``resolve``), in words."""
   if cfg.impl != "pallas":
     return cfg.impl
   if cfg.fusion == "epoch":
-    kernel = epoch_kernel(widths(cfg), cfg.batch_size,
-                          head="mse" if cfg.model == "regression" else "xent", bias=cfg.bias,
-                          optimizer=cfg.optimizer, precision=cfg.precision, dtype="float32")
-    return "epoch kernel (grid)" if kernel == "grid" else "cluster kernel"
+    return "epoch kernel (grid)" if _epoch_kernel_of(cfg) == "grid" else "cluster kernel"
   return {"step": "step kernels", "ops": "op kernels",
           "xla": "xla (no Pallas kernel faster)"}[cfg.fusion]
 
@@ -169,7 +176,7 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
       and cluster_epoch_mgpu.problem(widths, batch_size, **net) is None):
     return "cluster_epoch"
   if (head == "xent" and cluster_mlp_mgpu.lowers() is None
-      and cluster_mlp_mgpu.problem(widths, batch_size, **net) is None):
+      and cluster_mlp_mgpu.problem(widths, batch_size, wide=True, **net) is None):
     return "cluster_mlp"
   return "grid"
 

@@ -67,7 +67,7 @@ def test_too_many_clusters_or_the_interpreter_are_refused():
   xs = jax.ShapeDtypeStruct((1, 64, 832), jnp.bfloat16)
   onehot = jax.ShapeDtypeStruct((1, 10, 64), jnp.bfloat16)
   for hidden, kw, message in [(2048, {}, "8 clusters of 16 CTAs are more than the 7"),
-                              (300, {}, "not 300"),
+                              (1800, {}, "8 clusters of 16 CTAs are more than the 7"),
                               (512, {"interpret": True}, "trains alone, compiled")]:
     fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5, **kw))
     with pytest.raises(ValueError, match=message):
@@ -98,6 +98,36 @@ def test_twin_follows_train_step_in_float64(hidden):
       want_acc.append(float(m["accuracy"]))
     np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-10)
     np.testing.assert_array_equal(np.asarray(correct), np.round(np.array(want_acc) * 64))
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(p)):
+      np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("hidden", [100, 300])
+def test_padded_units_train_as_none(hidden):
+  """A hidden layer of another width than 256 G trains padded with zero units (pad_hidden): the
+  twin on the padded network follows train_step on the unpadded one in float64 (1e-10), and
+  the padded units' weights stay exactly zero."""
+  rng = np.random.default_rng(5)
+  steps, lr, units = 3, 0.5, 256 * -(-hidden // 256)
+  params, x, y, order = _setup(rng, steps, hidden)
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
+    xs, onehot = cluster_mlp_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, steps)
+    padded = cluster_mlp_mgpu.pad_hidden(p64, units)
+    got, losses, _ = cluster_mlp_mgpu.reference(padded, xs.astype(jnp.float64),
+                                                onehot.astype(jnp.float64), lr)
+    for leaf in (got[0]["w"][:, hidden:], got[0]["b"][hidden:], got[1]["w"][hidden:]):
+      assert not np.any(np.asarray(leaf))
+    got = cluster_mlp_mgpu.unpad_hidden(got, hidden)
+    tx = train.make_optimizer("sgd", lr)
+    p, state, want = p64, tx.init(p64), []
+    for s in range(steps):
+      idx = order[s * 64:(s + 1) * 64]
+      pixels = jnp.asarray(x[idx], jnp.float64) / 255.0
+      p, state, m = train.train_step(p, state, (pixels, jnp.asarray(y[idx])), tx=tx,
+                                     model=models.MLP)
+      want.append(float(m["loss"]))
+    np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-10)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(p)):
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-13)
 
@@ -175,15 +205,16 @@ def test_groups_split_and_join_exactly():
 
 @pytest.mark.parametrize("widths,kw,message", [
     ((784, 512, 10), {}, None), ((784, 1792, 10), {}, None),
-    ((784, 2048, 10), {}, "784-(256 x 1 .. 7)-10 networks, not 784-2048-10"),
-    ((784, 300, 10), {}, "not 784-300-10"),
+    ((784, 300, 10), {}, None), ((784, 1, 10), {}, None),
+    ((784, 2048, 10), {}, "784-(1 .. 1792)-10 networks, not 784-2048-10"),
+    ((784, 0, 10), {}, "not 784-0-10"),
     ((784, 512, 10), {"optimizer": "momentum"}, "plain SGD, not momentum"),
 ])
 def test_networks_of_several_clusters(widths, kw, message):
   args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32, **kw}
   why = cluster_mlp_mgpu.problem(widths, 64, wide=True, **args)
   assert why is None if message is None else message in why
-  # Without ``wide`` (the paths' question today) only 784-256-10.
+  # Without ``wide`` (a population's question) only 784-256-10.
   assert cluster_mlp_mgpu.problem(widths, 64, **args) is not None
 
 

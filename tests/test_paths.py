@@ -140,3 +140,28 @@ def test_dense_on_hopper_from_its_rows():
   assert not on(m=rows - 8) and not on(precision="bfloat16")
   assert not on(blocks=(("block_m", 16),)) and not on(w_t=True)
   assert not on(interpret=False)  # Compiled, on the CPU: no Hopper GPU here.
+
+
+@pytest.mark.parametrize("hidden,batch,optimizer,kernel", [
+    (256, 64, "sgd", "cluster_mlp"), (128, 64, "sgd", "cluster_mlp"),
+    (300, 64, "sgd", "cluster_mlp"), (1024, 64, "sgd", "cluster_mlp"),
+    (1792, 64, "sgd", "cluster_mlp"), (2048, 64, "sgd", "grid"),
+    (512, 128, "sgd", "grid"), (512, 64, "momentum", "grid")])
+def test_on_hopper_the_cluster_kernel_takes_one_hidden_layer_up_to_seven_clusters(
+    hidden, batch, optimizer, kernel, monkeypatch):
+  """On Hopper the MLP's cluster kernel takes 784-H-10 at batch 64 with plain SGD for H up to
+  7 x 256 (several clusters; other widths padded), the grid kernel the rest."""
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  mlp = dict(head="xent", bias=True, optimizer=optimizer, dtype=jnp.float32)
+  assert paths.epoch_kernel((784, hidden, 10), batch, precision="float32", **mlp) == kernel
+
+
+def test_the_work_rule_is_the_grid_kernels(monkeypatch, caplog):
+  """The op kernels' rule (OPS_FASTER_ABOVE) judges the grid kernel's programs: a network the
+  cluster kernel takes keeps the epoch path at any width (784-1536-10: op kernels on the CPU,
+  the cluster kernel on Hopper)."""
+  assert pick(model="mlp", hidden=(1536,)) == "ops"
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  caplog.clear()
+  assert pick(model="mlp", hidden=(1536,)) == "epoch"
+  assert not caplog.records

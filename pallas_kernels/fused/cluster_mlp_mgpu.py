@@ -67,7 +67,8 @@ takes it as a constant) by ``lax.axis_index("member")``; the clusters share noth
 that do not fit on the GPU at once (an H100 holds 7) wait for one to finish.
 
 A wider network, 784 -> 256 G -> 10 for G = 2 .. MAX_GROUPS, trains a cluster a group of 256
-units in one launch (``train_steps`` takes it by W0's width; ``split_groups``): each group's
+units in one launch (``train_steps`` takes it by W0's width; ``split_groups``; a hidden layer
+of another width is padded with units of zero weights, which stay zero: ``pad_hidden``): each group's
 clusters read the same batches, and in exchange 1 each group's CTA k writes its class-k sum to
 global memory, meets the other groups' class CTAs at a grid barrier
 (``pallas_kernels.mgpu.grid_barrier``: all groups must be resident at once), and adds all G
@@ -144,18 +145,30 @@ def semantics():
 
 
 def _groups(hidden: int) -> int:
-  """The clusters a hidden layer of ``hidden`` units takes (256 each); 0 for other widths."""
-  return hidden // HIDDEN if hidden % HIDDEN == 0 else 0
+  """The clusters a hidden layer of ``hidden`` units takes: 256 units each, the last padded."""
+  return -(-hidden // HIDDEN)
+
+
+def resident_groups() -> int:
+  """The most clusters of one network on this machine: MAX_GROUPS on a GPU of 132 SMs or more
+  (the H100 SXM's, where it was measured) and off the GPU (for the same choice in the tests),
+  else one (a GPU with fewer SMs may hold fewer clusters of 16, and the grid barrier would
+  never open)."""
+  d = jax.devices()[0]
+  if d.platform != "gpu":
+    return MAX_GROUPS
+  return MAX_GROUPS if int(getattr(d, "core_count", 0) or 0) >= 132 else 1
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
             wide: bool = False) -> str | None:
-  """Why this kernel cannot train the network (one line), or None if it can. ``wide``: networks
-  of 2 .. MAX_GROUPS clusters (``groups``) too."""
+  """Why this kernel cannot train the network (one line), or None if it can. ``wide``: any
+  hidden width up to ``resident_groups()`` clusters of 256 units (``pad_hidden``), else 256."""
   hidden = tuple(widths)[1] if len(widths) == 3 else 0
-  groups = _groups(hidden)
-  if tuple(widths) != (INPUTS, hidden, CLASSES) or not 1 <= groups <= (MAX_GROUPS if wide else 1):
-    units = f"({HIDDEN} x 1 .. {MAX_GROUPS})" if wide else f"{HIDDEN}"
+  most = HIDDEN * (resident_groups() if wide else 1)
+  if tuple(widths) != (INPUTS, hidden, CLASSES) or not (1 <= hidden <= most if wide
+                                                        else hidden == HIDDEN):
+    units = f"(1 .. {most})" if wide else f"{HIDDEN}"
     return (f"it trains {INPUTS}-{units}-{CLASSES} networks, not "
             f"{'-'.join(map(str, widths))}")
   if batch != BATCH:
@@ -536,9 +549,9 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   if groups > 1 and (members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
                      "interpreter cannot run the grid barrier)")
-  if groups > MAX_GROUPS:  # Not all resident: the grid barrier would never open (a hang).
-    raise ValueError(f"{groups} clusters of {CTAS} CTAs are more than the {MAX_GROUPS} an H100 "
-                     "holds at once")
+  if groups > resident_groups():  # Not all resident: the grid barrier would never open (a hang).
+    raise ValueError(f"{groups} clusters of {CTAS} CTAs are more than the {resident_groups()} "
+                     "this GPU holds at once")
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.
@@ -655,10 +668,14 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
   ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
   kernel then runs one warpgroup, as in the interpreter)."""
-  groups = _groups(params[0]["w"].shape[1])
-  if not groups:
-    raise ValueError(f"it trains hidden layers of 256 x 1 .. {MAX_GROUPS} units, not "
-                     f"{params[0]['w'].shape[1]}")
+  hidden = params[0]["w"].shape[1]
+  groups = _groups(hidden)
+  if not hidden:
+    raise ValueError("it trains a hidden layer of at least one unit")
+  if hidden % HIDDEN:
+    padded, losses, correct = train_steps(pad_hidden(params, groups * HIDDEN), xs, onehot, lr,
+                                          precision, interpret, profile_dir)
+    return unpad_hidden(padded, hidden), losses, correct
   if groups > 1:
     return _train_groups(params, xs, onehot, lr, precision, groups, interpret, profile_dir)
   call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir)
@@ -666,6 +683,22 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
   params, losses, correct = _launch(call, jax.tree.map(one, params), jnp.zeros(1, jnp.float32),
                                     one(xs), one(onehot))
   return jax.tree.map(lambda a: a[0], params), losses[0], correct[0]
+
+
+def pad_hidden(params, units: int):
+  """The network with ``units`` hidden units: the added ones with zero weights and bias in and
+  out. They train as no units at all, exactly: their pre-activation is 0, so their ReLU output
+  and its gradient are 0, and so are their weights' updates (adding their zero partial logits
+  leaves every sum's bits as they were)."""
+  pad = units - params[0]["w"].shape[1]
+  return [{"w": jnp.pad(params[0]["w"], ((0, 0), (0, pad))), "b": jnp.pad(params[0]["b"], (0, pad))},
+          {"w": jnp.pad(params[1]["w"], ((0, pad), (0, 0))), "b": params[1]["b"]}]
+
+
+def unpad_hidden(params, hidden: int):
+  """``pad_hidden``'s inverse: the first ``hidden`` units."""
+  return [{"w": params[0]["w"][:, :hidden], "b": params[0]["b"][:hidden]},
+          {"w": params[1]["w"][:hidden], "b": params[1]["b"]}]
 
 
 def split_groups(params, groups: int):
