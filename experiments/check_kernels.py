@@ -522,9 +522,9 @@ def hopper_cases(rng, interpret):
                check, rel_err(got, want))
 
 
-# (hidden width, steps): 2, 4, 8 and 16 CTAs; one step, an odd count (a last step outside the
-# kernel's two-step loop) and a whole epoch of the large set.
-CLUSTER_CASES = [(64, 1), (128, 7), (256, 100), (512, 20)]
+# (hidden width, steps): 2, 4, 8 and 16 CTAs, and two clusters of 16; one step, an odd count (a
+# last step outside the kernel's two-step loop) and a whole epoch of the large set.
+CLUSTER_CASES = [(64, 1), (128, 7), (256, 100), (512, 20), (1024, 7), (1024, 100)]
 
 
 def cluster_cases(rng, interpret):

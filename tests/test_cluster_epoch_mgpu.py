@@ -23,6 +23,17 @@ def test_kernel_lowers(hidden, steps):
   assert "mosaic_gpu" in text
 
 
+def test_kernel_of_several_clusters_lowers():
+  """32-1024-1: two clusters of 16 CTAs, whose sums of the outputs meet at a grid barrier."""
+  f32, steps, hidden = jnp.float32, 3, 1024
+  shapes = [((32, hidden), f32), ((hidden,), f32), ((steps, 256, 32), f32), ((steps, 256), f32)]
+  fn = jax.jit(lambda w0, w1, xs, ys: cluster_epoch_mgpu.train_steps(w0, w1, xs, ys, 0.002))
+  text = fn.trace(*(jax.ShapeDtypeStruct(s, d) for s, d in shapes)).lower(
+      lowering_platforms=("cuda",)).as_text()
+  assert "mosaic_gpu" in text and "red.release.gpu.global.add" in text
+  assert "fence.proxy.async.global" in text  # Before the copy reads the other clusters' sums
+
+
 def _data(rng, steps, hidden):
   n = steps * 256 + 3
   x, y = synthetic.make_regression(n, rng)
@@ -30,11 +41,13 @@ def _data(rng, steps, hidden):
   return params, x, y, rng.permutation(n).astype(np.int32)
 
 
-def test_twin_follows_train_step_in_float64():
-  """The twin's arithmetic (outputs summed over 64-unit groups in order) is the project's
-  training step: float64 trajectories within 1e-10."""
+@pytest.mark.parametrize("hidden", [192, 1024])
+def test_twin_follows_train_step_in_float64(hidden):
+  """The twin's arithmetic (outputs summed over 64-unit groups in order; a wider layer's then
+  over its clusters in order) is the project's training step: float64 trajectories within
+  1e-10."""
   rng = np.random.default_rng(0)
-  params, x, y, order = _data(rng, 4, 192)
+  params, x, y, order = _data(rng, 4, hidden)
   with jax.enable_x64(True):
     p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
     got, losses = cluster_epoch_mgpu.train_epoch(p64, jnp.float64(x), jnp.float64(y), order, 0.002,
@@ -71,7 +84,8 @@ def test_twin_in_float32_is_near_float64():
     ((784, 256, 10), 256, {}, "it trains 32-H-1 networks, not 784-256-10"),
     ((32, 256, 256, 1), 256, {}, "not 32-256-256-1"),
     ((32, 100, 1), 256, {}, "a multiple of 64 up to 512"),
-    ((32, 1024, 1), 256, {}, "not 1024"),
+    ((32, 768, 1), 256, {}, "or of 512 up to 3584 (a cluster each), not 768"),
+    ((32, 4096, 1), 256, {}, "not 4096"),
     ((32, 256, 1), 128, {}, "it takes batch 256, not 128"),
     ((32, 256, 1), 256, {"bias": True}, "it has no biases"),
     ((32, 256, 1), 256, {"optimizer": "momentum"}, "plain SGD, not momentum"),
@@ -81,3 +95,9 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
   args = {"bias": False, "optimizer": "sgd", "dtype": jnp.float32, **kw}
   why = cluster_epoch_mgpu.problem(widths, batch, **args)
   assert why is not None and message in why and "\n" not in why
+
+
+@pytest.mark.parametrize("hidden", [64, 512, 1024, 3584])
+def test_networks_it_takes(hidden):
+  assert cluster_epoch_mgpu.problem((32, hidden, 1), 256, bias=False, optimizer="sgd",
+                                    dtype=jnp.float32) is None

@@ -37,6 +37,13 @@ transposed, the rows row-major), so neither x^T nor h is ever formed. The batch 
 step ahead. The CTAs of u = 0 write each step's outputs; the losses are their squared errors'
 means, added up after the launch in a fixed order (``common.fixed_order_mean``).
 
+A wider hidden layer, H = 512 G for G = 2 .. ``grid_barrier.resident_clusters()``, trains in
+G clusters of 16 CTAs, one launch: cluster g owns units 512g .. 512g + 511. Exchange 1 then
+goes on across the clusters: each CTA writes its cluster's sum of its half's outputs to global
+memory, all CTAs meet at a grid barrier (``pallas_kernels.mgpu.grid_barrier``: all must be
+resident at once), and each adds the G clusters' sums in cluster order; exchange 2 stays in
+the cluster (a pair shares its units).
+
 Why this layout: docs/design/cluster_kernels.md. Mosaic GPU's
 interpreter (jax 0.11.2) does not model reads of a peer's shared memory, so the CPU tests lower
 the kernel without running it and check ``reference``, its plain-jnp twin, against float64;
@@ -53,6 +60,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
+from pallas_kernels.mgpu import grid_barrier
 from pallas_kernels.ops.dense_mgpu import load as _load, split3, split_tf32
 
 BATCH = 256
@@ -60,6 +68,7 @@ INPUTS = 32  # One 128-byte swizzled row of float32: the only input width the ti
 UNITS = 64  # Hidden units a CTA: wgmma's M.
 ROWS = BATCH // 2  # Batch rows a CTA.
 MAX_CTAS = 16  # The largest cluster Hopper launches (non-portable above 8).
+CLUSTER_UNITS = MAX_CTAS // 2 * UNITS  # A cluster's units: a wider layer takes several.
 PHASES = ("split_w", "wait_x", "forward", "partials", "exchange_1", "wait_xy", "backward",
           "exchange_2", "update")  # Named scopes, for Mosaic GPU's profiler.
 
@@ -69,9 +78,12 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
   hidden = widths[1] if len(widths) == 3 else None
   if len(widths) != 3 or widths[0] != INPUTS or widths[2] != 1:
     return f"it trains {INPUTS}-H-1 networks, not {'-'.join(map(str, widths))}"
-  if hidden % UNITS or not UNITS <= hidden <= MAX_CTAS // 2 * UNITS:
-    return (f"its hidden width must be a multiple of {UNITS} up to {MAX_CTAS // 2 * UNITS} "
-            f"(two CTAs a {UNITS} units, at most {MAX_CTAS} in a cluster), not {hidden}")
+  most = CLUSTER_UNITS * grid_barrier.resident_clusters()
+  if hidden % UNITS or not UNITS <= hidden <= most or (hidden > CLUSTER_UNITS
+                                                       and hidden % CLUSTER_UNITS):
+    return (f"its hidden width must be a multiple of {UNITS} up to {CLUSTER_UNITS} (two CTAs a "
+            f"{UNITS} units, at most {MAX_CTAS} in a cluster), or of {CLUSTER_UNITS} up to "
+            f"{most} (a cluster each), not {hidden}")
   if batch != BATCH:
     return f"it takes batch {BATCH}, not {batch}"
   if bias:
@@ -85,15 +97,22 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
 
 def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
             w0t_out, w1_out, out_out,  # outputs
-            xh, xl, xf, gx0, gx1, gx2, live, wh, wl, y, w1_buf, part0, part1, m0, m1, outs, dout,
-            tma, group_barrier, pair_barrier, *, steps: int, lr: float, groups: int):
+            *refs,  # (clusters > 1: the clusters' sums, an output) and the scratch
+            steps: int, lr: float, groups: int, clusters: int = 1):
   from jax.experimental.pallas import mosaic_gpu as plgpu
+  sums, refs = (refs[0], refs[1:]) if clusters > 1 else (None, refs)
+  (xh, xl, xf, gx0, gx1, gx2, live, wh, wl, y, w1_buf, part0, part1, m0, m1, outs, dout, tma,
+   group_barrier, pair_barrier, *across) = refs
   f32 = jnp.float32
   by_unit = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a unit (a row of W0^T and m)
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (64,): one value a unit (a column of z)
   by_row_of_x = plgpu.Layout.WGMMA.reduce(1)  # (128,): one value a row of x (128, 32)
   u, b = lax.axis_index("unit"), lax.axis_index("half")
-  units = pl.ds(u * UNITS, UNITS)
+  g = lax.axis_index("cluster") if clusters > 1 else 0
+  units = pl.ds((g * groups + u) * UNITS if clusters > 1 else u * UNITS, UNITS)
+  if clusters > 1:
+    mine, inbox = across  # This CTA's sum of its cluster's outputs; every cluster's
+    counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))  # The grid barrier's arrivals
   # Whole buffers by parity: jax 0.11.2 cannot lower a peer's view of one row of a buffer.
   part, m_buf = (part0, part1), (m0, m1)
   gx_parts = (gx0, gx1, gx2)
@@ -146,10 +165,19 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
       out = plgpu.cluster_ref(part[parity], {"unit": 0})[...]
       for peer in range(1, groups):  # A fixed order: every CTA gets the same bits.
         out = out + plgpu.cluster_ref(part[parity], {"unit": peer})[...]
+      if clusters > 1:  # Then the clusters' sums, in cluster order. A slot by step parity is
+        # written again two steps later, after the next step's barrier, which every reader
+        # reaches only after reading it.
+        mine[...] = out
+        grid_barrier.share(counter.at[0], (s + 1) * clusters * MAX_CTAS, mine,
+                           sums.at[parity, g, u, b], sums.at[parity, :, 0, b], inbox, tma.at[6])
+        out = inbox[0]
+        for other in range(1, clusters):
+          out = out + inbox[other]
       plgpu.barrier_wait(tma.at[3])
       dout[...] = (out - y[...]) * (2.0 / BATCH)
 
-      @pl.when(u == 0)
+      @pl.when((u == 0) & (g == 0) if clusters > 1 else u == 0)  # The first cluster's
       def _():
         plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago.
         outs.at[parity][...] = out
@@ -209,6 +237,11 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
 
 
 @functools.lru_cache(maxsize=None)
+def _clusters(hidden: int) -> int:
+  """The clusters of 16 CTAs a hidden layer of ``hidden`` units takes."""
+  return max(1, hidden // CLUSTER_UNITS)
+
+
 def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
@@ -218,12 +251,23 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   params = {}
   if profile_dir:
     params.update(profile_space=len(PHASES) * 3 * steps, profile_dir=profile_dir)
-  groups = hidden // UNITS
+  clusters = _clusters(hidden)
+  if clusters > grid_barrier.resident_clusters():  # The grid barrier would never open.
+    raise ValueError(f"{clusters} clusters of {MAX_CTAS} CTAs are more than the "
+                     f"{grid_barrier.resident_clusters()} this GPU holds at once")
+  if clusters > 1 and profile_dir:
+    raise ValueError("the profiler takes one cluster")
+  groups = hidden // UNITS // clusters  # Unit CTAs a cluster
+  across = [smem((ROWS,)), smem((clusters, ROWS)), ] if clusters > 1 else []  # mine, inbox
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr, groups=groups),
+      functools.partial(_kernel, steps=steps, lr=lr, groups=groups, clusters=clusters),
       out_type=(jax.ShapeDtypeStruct((hidden, INPUTS), f32), jax.ShapeDtypeStruct((hidden,), f32),
-                jax.ShapeDtypeStruct((steps, 2, ROWS), f32)),
-      grid=(1,), grid_names=("grid",), cluster=(groups, 2), cluster_names=("unit", "half"),
+                jax.ShapeDtypeStruct((steps, 2, ROWS), f32))
+               # The clusters' sums by step parity, cluster, unit CTA, half (read back)
+               + ((jax.ShapeDtypeStruct((2, clusters, groups, 2, ROWS), f32),) if clusters > 1
+                  else ()),
+      grid=(clusters,), grid_names=("cluster",), cluster=(groups, 2),
+      cluster_names=("unit", "half"),
       compiler_params=plgpu.CompilerParams(**params),
       scratch_types=[
           smem((ROWS, INPUTS), transforms=tiled), smem((ROWS, INPUTS), transforms=tiled),  # x parts
@@ -236,9 +280,10 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
           smem((UNITS, INPUTS), transforms=tiled),
           smem((UNITS, INPUTS), transforms=tiled),  # m, by parity
           smem((2, ROWS)), smem((ROWS,)),  # outputs for the copy out; dL/dout
-          plgpu.Barrier(num_barriers=6),
+          plgpu.Barrier(num_barriers=7 if clusters > 1 else 6),  # The 7th: the sums' copy in
           plgpu.ClusterBarrier(collective_axes=("unit",), num_barriers=2),
           plgpu.ClusterBarrier(collective_axes=("half",), num_barriers=2),
+          *across,
       ])
 
 
@@ -251,8 +296,8 @@ def train_steps(w0, w1, xs, ys, lr: float, profile_dir: str | None = None):
   xh, xl = split_tf32(xs)
   halves = lambda a: a.reshape(steps, 2, ROWS, INPUTS)
   call = _call(hidden, steps, float(lr), profile_dir)
-  w0t, w1, outs = call(w0.T, w1, halves(xh), halves(xl), halves(xs),
-                       ys.reshape(steps, 2, ROWS))
+  w0t, w1, outs, *_ = call(w0.T, w1, halves(xh), halves(xl), halves(xs),
+                           ys.reshape(steps, 2, ROWS))
   sq = jnp.square(outs.reshape(steps, BATCH) - ys)
   return w0t.T, w1, jax.vmap(common.fixed_order_mean)(sq)  # The same bits in every process.
 
@@ -260,19 +305,24 @@ def train_steps(w0, w1, xs, ys, lr: float, profile_dir: str | None = None):
 def reference(w0, w1, xs, ys, lr: float):
   """The plain-jnp twin of ``train_steps``: the same steps, products at ``w0``'s dtype's full
   precision, outputs summed over the 64-unit groups in order and the gradients taken through
-  m, as the kernel does."""
+  m, as the kernel does (a wider layer: summed in each cluster so, then over the clusters in
+  order)."""
   hi = lax.Precision.HIGHEST
-  groups = w0.shape[1] // UNITS
+  clusters = _clusters(w0.shape[1])
+  groups = w0.shape[1] // UNITS // clusters
 
   def step(carry, xy):
     w0, w1 = carry
     x, y = xy
     z = jnp.dot(x, w0, precision=hi)
     h = jnp.maximum(z, 0.0)
-    parts = jnp.sum((h * w1).reshape(-1, groups, UNITS), axis=2)
-    out = parts[:, 0]
-    for c in range(1, groups):
-      out = out + parts[:, c]
+    parts = jnp.sum((h * w1).reshape(-1, clusters, groups, UNITS), axis=3)
+    sums = []
+    for k in range(clusters):
+      sums.append(parts[:, k, 0])
+      for c in range(1, groups):
+        sums[k] = sums[k] + parts[:, k, c]
+    out = functools.reduce(jnp.add, sums)
     r = out - y
     g_out = r * (2.0 / y.shape[0])
     m = jnp.dot(x.T, jnp.where(z > 0, g_out[:, None], 0.0), precision=hi)  # (32, H)

@@ -107,9 +107,7 @@ PADDED = 832  # 13 tiles of 64 inputs (the backward's wgmma M); input 784 is b0'
 TILES = PADDED // 64
 HIDDEN = 256  # A cluster's units: a wider network takes one cluster per 256 (``groups``).
 CTAS = 16  # The largest cluster Hopper launches.
-# The most clusters of 16 CTAs an H100 holds at once (each takes 16 SMs of one GPC): the
-# clusters of one wider network meet every step, so all must be resident.
-MAX_GROUPS = 7
+MAX_GROUPS = grid_barrier.MAX_CLUSTERS  # Clusters of one network (all resident at once)
 UNITS = HIDDEN // CTAS
 CLASSES = 10
 LANES = 16  # Classes padded to a wgmma N.
@@ -149,23 +147,13 @@ def _groups(hidden: int) -> int:
   return -(-hidden // HIDDEN)
 
 
-def resident_groups() -> int:
-  """The most clusters of one network on this machine: MAX_GROUPS on a GPU of 132 SMs or more
-  (the H100 SXM's, where it was measured) and off the GPU (for the same choice in the tests),
-  else one (a GPU with fewer SMs may hold fewer clusters of 16, and the grid barrier would
-  never open)."""
-  d = jax.devices()[0]
-  if d.platform != "gpu":
-    return MAX_GROUPS
-  return MAX_GROUPS if int(getattr(d, "core_count", 0) or 0) >= 132 else 1
-
-
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
             wide: bool = False) -> str | None:
   """Why this kernel cannot train the network (one line), or None if it can. ``wide``: any
-  hidden width up to ``resident_groups()`` clusters of 256 units (``pad_hidden``), else 256."""
+  hidden width up to ``grid_barrier.resident_clusters()`` clusters of 256 units
+  (``pad_hidden``), else 256."""
   hidden = tuple(widths)[1] if len(widths) == 3 else 0
-  most = HIDDEN * (resident_groups() if wide else 1)
+  most = HIDDEN * (grid_barrier.resident_clusters() if wide else 1)
   if tuple(widths) != (INPUTS, hidden, CLASSES) or not (1 <= hidden <= most if wide
                                                         else hidden == HIDDEN):
     units = f"(1 .. {most})" if wide else f"{HIDDEN}"
@@ -549,9 +537,10 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   if groups > 1 and (members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
                      "interpreter cannot run the grid barrier)")
-  if groups > resident_groups():  # Not all resident: the grid barrier would never open (a hang).
-    raise ValueError(f"{groups} clusters of {CTAS} CTAs are more than the {resident_groups()} "
-                     "this GPU holds at once")
+  resident = grid_barrier.resident_clusters()
+  if groups > resident:  # Not all resident: the grid barrier would never open (a hang).
+    raise ValueError(f"{groups} clusters of {CTAS} CTAs are more than the {resident} this GPU "
+                     "holds at once")
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.

@@ -27,6 +27,22 @@ import jax.numpy as jnp
 from jax import lax
 
 
+# The most clusters of 16 CTAs an H100 SXM holds at once (each takes 16 SMs of one GPC): the
+# clusters of one network that meet at this barrier every step must all be resident.
+MAX_CLUSTERS = 7
+
+
+def resident_clusters() -> int:
+  """The most clusters of 16 CTAs one launch may have meet here: MAX_CLUSTERS on a GPU of 132
+  SMs or more (the H100 SXM's, where it was measured) and off the GPU (so that the choices
+  made from it are the same in the tests), else one (a GPU with fewer SMs may hold fewer
+  clusters of 16, and the barrier would never open)."""
+  d = jax.devices()[0]
+  if d.platform != "gpu":
+    return MAX_CLUSTERS
+  return MAX_CLUSTERS if int(getattr(d, "core_count", 0) or 0) >= 132 else 1
+
+
 def barrier(counter, arrivals) -> None:
   """Every CTA (all its threads) calls it, the k-th time with ``arrivals`` = k x CTAs."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
