@@ -148,3 +148,17 @@ def test_technique_names_pick_switches(tmp_path):
       "synced every step; loss synced every 5 epochs; host waits for each epoch; streamed from "
       "host, prefetched; no donation; scan unrolled x4; tf32; bfloat16")
   assert "Traceback" not in p.stderr
+
+
+def test_short_trainings_repeat_until_timed_long_enough(monkeypatch):
+  """A training of a few milliseconds is timed more than ``repeats`` times, until its runs add
+  up to MIN_TIMED_S or MAX_REPEATS runs; a case of one run (--quick, slow cases) stays one."""
+  from benchmarks import bench
+  from jaxshallow.run import config
+  cfg = config.resolve(config.Config(model="regression", dataset="small", epochs=1))
+  monkeypatch.setattr(bench, "MIN_TIMED_S", 1e9)
+  monkeypatch.setattr(bench, "MAX_REPEATS", 5)
+  assert bench.measure(bench.Case("grid", "regression", "xla", "small", cfg, 3))["repeats"] == 5
+  assert bench.measure(bench.Case("grid", "regression", "xla", "small", cfg, 1))["repeats"] == 1
+  monkeypatch.setattr(bench, "MIN_TIMED_S", 0.0)
+  assert bench.measure(bench.Case("grid", "regression", "xla", "small", cfg, 3))["repeats"] == 3
