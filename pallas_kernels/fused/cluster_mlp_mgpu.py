@@ -170,6 +170,13 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
   return None
 
 
+def by_parity(parity, fn) -> None:
+  """``fn(0)`` or ``fn(1)`` by the step's parity (a traced value), for what takes it as a
+  constant (an mbarrier's phase in PTX, a barrier's index)."""
+  pl.when(parity == 0)(lambda: fn(0))
+  pl.when(parity == 1)(lambda: fn(1))
+
+
 def _store(ref, value):
   """``ref[...] = value`` for a shared-memory ref without tiling or swizzle, element by element
   (an unoptimized store, as jax 0.10 and 0.11 make it; jax 0.12 asks for a bank-conflict-free
@@ -405,24 +412,24 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       @pl.when(c < CLASSES)
       def _():
         with jax.named_scope("sum_class"):
-          cluster_push.wait(bars, 0, parity)
+          by_parity(parity, lambda p: cluster_push.wait(bars, 0, p))
           add_up([_load(inbox.at[peer], by_row) for peer in range(CTAS)])
           plgpu.commit_smem()
           cluster_push.broadcast(columns.at[CLASSES], logits_in, bars, 1, CTAS)
       with jax.named_scope("exchange_2"):
-        cluster_push.wait(bars, 1, parity)
+        by_parity(parity, lambda p: cluster_push.wait(bars, 1, p))
       with jax.named_scope("read_logits"):
         return [_load(logits_in.at[k], by_row) for k in range(CLASSES)]
 
     # Pulled (Mosaic GPU's interpreter, which runs no PTX): each CTA reads its peers' memory
     # after a cluster barrier.
-    meet(parity)
+    by_parity(parity, meet)
 
     @pl.when(c < CLASSES)
     def _():  # All 16 reads first (in flight together), then added up in CTA order.
       add_up([_load(plgpu.cluster_ref(columns.at[c], {"cta": peer}), by_row)
               for peer in range(CTAS)])
-    meet(2 + parity)
+    by_parity(parity, lambda p: meet(2 + p))
     return [_load(plgpu.cluster_ref(columns.at[CLASSES], {"cta": k}), by_row)
             for k in range(CLASSES)]
 
@@ -480,14 +487,10 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     w1 = tuple(w - rate * d for w, d in zip(w1, dw1))
     return w1, b1 - rate * db1, ws
 
-  def two_steps(i, carry):
-    carry = step(2 * i, 0, carry)
-    return step(2 * i + 1, 1, carry)
-
+  # One step traced, its buffers' parity a value: Mosaic GPU's layout inference took 21 s on
+  # the two steps traced before (a static parity each), 4 s on one (jax 0.11.2, CPU).
   def first():  # The steps, and W0's first tiles
-    carry = lax.fori_loop(0, steps // 2, two_steps, start())
-    if steps % 2:
-      carry = step(steps - 1, 0, carry)
+    carry = lax.fori_loop(0, steps, lambda s, carry: step(s, lax.rem(s, 2), carry), start())
     w1, b1, _ = carry
     if warpgroups == 2:
       plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles of the last step
