@@ -130,11 +130,12 @@ def lowers() -> str | None:
 
 def semantics():
   """The Mosaic GPU lowering semantics the kernel is compiled in. jax 0.11: Warpgroup (its
-  default), whose layout inference searched 30-40 s for this kernel (about 420 guesses, each
-  reducing a system of 2,200 constraints), for the fastest epoch measured: 6.65 ms on the H100
-  against 7.42 in Lane semantics, the same bits, one process
-  (docs/design/cluster_kernels.md). Other versions: Lane (no layout inference; lowered in 4-7 s):
-  jax 0.10's default, and jax 0.12's only choice, whose Warpgroup inference did not finish."""
+  default), for the fastest epoch measured: 6.65 ms on the H100 against 7.42 in Lane
+  semantics, the same bits, one process (docs/design/cluster_kernels.md); its layout inference
+  takes about 4 s on the CPU since the kernel traces one step (it took 30-40 s on two). Other
+  versions: Lane (no layout inference): jax 0.10's default, and jax 0.12's, whose Warpgroup
+  inference did not finish on two traced steps and lowers one in 2.3 s on the CPU, not yet
+  checked on a GPU."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
   version = tuple(int(v) for v in jax.__version__.split(".")[:2])
   if version == (0, 11):
