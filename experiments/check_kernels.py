@@ -625,6 +625,17 @@ def cluster_groups_cases(rng, steps=20):
     again = run(params, x, y, order)[1]
     same = np.array_equal(np.asarray(losses), np.asarray(again))
     yield f"cluster mlp 784-{hidden}-10 twice: the same bits", "float32", 0.0 if same else np.inf
+  # The reduced precisions in one step of two clusters, on what is continuous in the rounding
+  # (the loss and the last layer), as the single network's cases.
+  x, y, order, params = _cluster_inputs(rng, 512, 1)
+  ref_losses, ref_params = _epoch_reference(params, x, y, order, lr, "sgd",
+                                            cluster_mlp_mgpu.BATCH, models.MLP, 1)
+  for precision in ("tf32", "bfloat16"):
+    got, losses, _ = jax.jit(functools.partial(cluster_mlp_mgpu.train_epoch, lr=lr, steps=1,
+                                               precision=precision))(params, x, y, order)
+    pairs = list(zip(jax.tree.leaves(got), ref_params))[-2:]  # The last layer's leaves.
+    yield ("cluster mlp 784-512-10 (2 clusters) 1 step", precision,
+           max(rel_err(losses, ref_losses), *(rel_err(a, b) for a, b in pairs)))
 
 
 def cluster_population_cases(rng, members=3, steps=CLUSTER_MLP_STEPS[-1]):
