@@ -258,7 +258,7 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   if clusters > 1 and profile_dir:
     raise ValueError("the profiler takes one cluster")
   groups = hidden // UNITS // clusters  # Unit CTAs a cluster
-  across = [smem((ROWS,)), smem((clusters, ROWS)), ] if clusters > 1 else []  # mine, inbox
+  across = [smem((ROWS,)), smem((clusters, ROWS))] if clusters > 1 else []  # mine, inbox
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, groups=groups, clusters=clusters),
       out_type=(jax.ShapeDtypeStruct((hidden, INPUTS), f32), jax.ShapeDtypeStruct((hidden,), f32),
