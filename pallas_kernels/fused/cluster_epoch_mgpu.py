@@ -239,12 +239,12 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
   plgpu.wait_smem_to_gmem(0)
 
 
-@functools.lru_cache(maxsize=None)
 def _clusters(hidden: int) -> int:
   """The clusters of 16 CTAs a hidden layer of ``hidden`` units takes."""
   return max(1, hidden // CLUSTER_UNITS)
 
 
+@functools.lru_cache(maxsize=None)
 def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32 = jnp.float32
