@@ -9,9 +9,10 @@ pallas in this one process, and writes GRID.md, grid.json and grid.png: train an
 of each, the path pallas took, and the accuracy (or final MSE) as a mean over ``--seeds``.
 
 Each configuration is compiled ahead of time (reported as compile time), warmed up for an epoch,
-reset to the same initial weights, then trained ``repeats`` times, and more while the runs
-so far add up to less than ``MIN_TIMED_S`` (where more than one was asked for; a training of a few milliseconds varies by tens
-of percent from run to run); the table shows the median run, timed on the host from each epoch's loss on the host to the next's, with the next two
+reset to the same initial weights, then trained ``repeats`` times, and more while the runs so
+far add up to less than ``MIN_TIMED_S`` (where more than one was asked for: a training of a
+few milliseconds varies by tens of percent from run to run); the table shows the median run,
+timed on the host from each epoch's loss on the host to the next's, with the next two
 epochs dispatched before the host waits (``--overlap``, the default; the technique rows "host
 waits for each epoch" do not). Speedups compare samples per second with the NumPy CPU baseline and
 with the PyTorch CUDA-graph peer of the same workload, batch size and precision. Slow

@@ -68,8 +68,8 @@ that do not fit on the GPU at once (an H100 holds 7) wait for one to finish.
 
 A wider network, 784 -> 256 G -> 10 for G = 2 .. MAX_GROUPS, trains a cluster a group of 256
 units in one launch (``train_steps`` takes it by W0's width; ``split_groups``; a hidden layer
-of another width is padded with units of zero weights, which stay zero: ``pad_hidden``): each group's
-clusters read the same batches, and in exchange 1 each group's CTA k writes its class-k sum to
+of another width is padded with units of zero weights, which stay zero: ``pad_hidden``): each
+group's clusters read the same batches, and in exchange 1 each group's CTA k writes its class-k sum to
 global memory, meets the other groups' class CTAs at a grid barrier
 (``pallas_kernels.mgpu.grid_barrier``: all groups must be resident at once), and adds all G
 sums in group order, then b1[k]; the rest of the step is the group's own. Every group computes
@@ -684,7 +684,8 @@ def pad_hidden(params, units: int):
   and its gradient are 0, and so are their weights' updates (adding their zero partial logits
   leaves every sum's bits as they were)."""
   pad = units - params[0]["w"].shape[1]
-  return [{"w": jnp.pad(params[0]["w"], ((0, 0), (0, pad))), "b": jnp.pad(params[0]["b"], (0, pad))},
+  return [{"w": jnp.pad(params[0]["w"], ((0, 0), (0, pad))),
+           "b": jnp.pad(params[0]["b"], (0, pad))},
           {"w": jnp.pad(params[1]["w"], ((0, pad), (0, 0))), "b": params[1]["b"]}]
 
 
