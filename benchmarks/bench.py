@@ -64,7 +64,8 @@ _BATCH_PRECISIONS = flags.DEFINE_list(
 _BLOCK_SWEEP = flags.DEFINE_list("block_sweep", ["16,16,16", "16,16,64", "16,16,128",
                                                  "32,32,32", "64,64,32", "128,128,32", "auto"],
                                  "Pallas dense block sizes to time on the MLP (BM,BN,BK or auto).")
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per fast configuration (median).")
+_REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per fast configuration, at least "
+                                 "(median; more for trainings under MIN_TIMED_S).")
 _NUMPY_EPOCHS = flags.DEFINE_integer("numpy_epochs", 1, "Epochs of the NumPy baseline (slow).")
 _NUMPY_CNN_LIMIT = flags.DEFINE_integer("numpy_cnn_train_limit", 6400,
                                         "Training images of the NumPy CNN baseline.")
@@ -243,11 +244,12 @@ def make_trainer(case: Case, ds, params):
 # regression net's small set (about 1-2 ms a training) gave 1.77x from a median of 3 runs and
 # 2.11x from a median of 30 on the same H100 (docs/log/2026-11-27_several-clusters.md).
 MIN_TIMED_S = 0.1
-MAX_REPEATS = 50
+MAX_REPEATS = 51  # Odd, as every count it stops at: the median is a run.
 
 
 def measure(case: Case, *, warm_up: bool = True, more_seeds=()) -> dict:
-  """Train ``case`` ``case.repeats`` times after a warm-up call; the median run's times, and
+  """Train ``case`` at least ``case.repeats`` times after a warm-up call, more if short (an odd
+  count, ``MIN_TIMED_S``); the median run's times, and
   its score (the mean over ``more_seeds`` too, trained with the same compiled function)."""
   import jax
   cfg = case.cfg
@@ -260,8 +262,8 @@ def measure(case: Case, *, warm_up: bool = True, more_seeds=()) -> dict:
     trainer.set_params(init)
   runs = []
   # (Not where one run was asked for: --quick, and the slow cases.)
-  while len(runs) < case.repeats or (case.repeats > 1 and len(runs) < MAX_REPEATS
-                                      and sum(run[0] for run in runs) < MIN_TIMED_S):
+  while len(runs) < case.repeats or (case.repeats > 1 and len(runs) < MAX_REPEATS and (
+      sum(run[0] for run in runs) < MIN_TIMED_S or len(runs) % 2 == 0)):
     if runs:
       trainer.set_params(init)
     times, losses = runner.timed_epochs(trainer, cfg.epochs, cfg.sync_every, cfg.overlap)

@@ -163,8 +163,8 @@ def describe(cfg) -> str:
 
 def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
                  precision: str, dtype) -> str:
-  """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (one
-  thread-block cluster, Hopper only) where one takes it, else "grid" (``mlp_epoch``). The
+  """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (thread-block
+  clusters, Hopper only) where one takes it, else "grid" (``mlp_epoch``). The
   regression nets' cluster kernel only in float32: at tf32 and bfloat16 the grid kernel was as
   fast. The MLP's at every precision, with a jax whose Mosaic GPU compiles it."""
   from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu

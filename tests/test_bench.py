@@ -162,3 +162,5 @@ def test_short_trainings_repeat_until_timed_long_enough(monkeypatch):
   assert bench.measure(bench.Case("grid", "regression", "xla", "small", cfg, 1))["repeats"] == 1
   monkeypatch.setattr(bench, "MIN_TIMED_S", 0.0)
   assert bench.measure(bench.Case("grid", "regression", "xla", "small", cfg, 3))["repeats"] == 3
+  # An odd count, so that the median is a run.
+  assert bench.measure(bench.Case("grid", "regression", "xla", "small", cfg, 4))["repeats"] == 5

@@ -102,3 +102,13 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
 def test_networks_it_takes(hidden):
   assert cluster_epoch_mgpu.problem((32, hidden, 1), 256, bias=False, optimizer="sgd",
                                     dtype=jnp.float32) is None
+
+
+def test_the_kernel_refuses_widths_it_would_not_train_whole():
+  """The kernel itself (not only ``problem``) refuses a width whose units would not all have a
+  CTA (32-1088-1: two clusters of 512 and 64 units over)."""
+  f32, steps, hidden = jnp.float32, 1, 1088
+  shapes = [((32, hidden), f32), ((hidden,), f32), ((steps, 256, 32), f32), ((steps, 256), f32)]
+  fn = jax.jit(lambda w0, w1, xs, ys: cluster_epoch_mgpu.train_steps(w0, w1, xs, ys, 0.002))
+  with pytest.raises(ValueError, match="hidden width 1088"):
+    fn.trace(*(jax.ShapeDtypeStruct(s, d) for s, d in shapes))

@@ -27,7 +27,7 @@ def _setup(rng, steps, hidden=256):
 @pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
 @pytest.mark.parametrize("steps,precision", [(1, "float32"), (4, "float32"), (3, "bfloat16")])
 def test_kernel_lowers(steps, precision):
-  """One step, an even count (the two-step loop alone), and one part of W0 in the products."""
+  """One step, a few, and one part of W0 in the products."""
   f32 = jnp.float32
   layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
                         "b": jax.ShapeDtypeStruct((m,), f32)}
@@ -40,11 +40,11 @@ def test_kernel_lowers(steps, precision):
 
 
 @pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
-@pytest.mark.parametrize("hidden,steps", [(512, 3), (1024, 2)])
+@pytest.mark.parametrize("hidden,steps", [(512, 3), (1024, 2), (300, 2)])
 def test_kernel_of_several_clusters_lowers(hidden, steps):
-  """A network of hidden / 256 clusters, one launch: its groups' class sums meet at a grid
-  barrier (Pallas' global semaphore: one counter for the grid, released and acquired at GPU
-  scope)."""
+  """A network of hidden / 256 clusters (300: two, padded), one launch: its groups' class sums
+  meet at a grid barrier (Pallas' global semaphore: one counter for the grid, released and
+  acquired at GPU scope)."""
   f32 = jnp.float32
   layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
                         "b": jax.ShapeDtypeStruct((m,), f32)}
@@ -56,6 +56,23 @@ def test_kernel_of_several_clusters_lowers(hidden, steps):
   assert "mosaic_gpu" in text and "red.release.gpu.global.add" in text
   assert "tensor<1xi32>" in text  # The grid's one counter
   assert "fence.proxy.async.global" in text  # Before the copy reads the other groups' sums
+
+
+@pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
+def test_a_padded_hidden_layer_lowers_and_keeps_its_width():
+  """784-100-10: padded to one cluster of 256 units for the launch, its 100 units out."""
+  f32 = jnp.float32
+  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
+                        "b": jax.ShapeDtypeStruct((m,), f32)}
+  fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5))
+  args = ([layer(784, 100), layer(100, 10)], jax.ShapeDtypeStruct((2, 64, 832), jnp.bfloat16),
+          jax.ShapeDtypeStruct((2, 10, 64), jnp.bfloat16))
+  params, losses, correct = jax.eval_shape(fn, *args)
+  assert [(l["w"].shape, l["b"].shape) for l in params] == [((784, 100), (100,)),
+                                                             ((100, 10), (10,))]
+  assert losses.shape == correct.shape == (2,)
+  text = fn.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+  assert "mosaic_gpu" in text and "red.release.gpu.global.add" not in text  # One cluster
 
 
 def test_too_many_clusters_or_the_interpreter_are_refused():

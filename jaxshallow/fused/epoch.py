@@ -6,7 +6,7 @@ that meet at grid-wide barriers (``pallas_kernels.fused.mlp_epoch``; any depth, 
 or Adam, batches up to its ``MAX_BATCH``), and on a Hopper GPU, for the networks they take,
 thread-block clusters (``cluster_mlp_mgpu``: 784-H-10 for H up to 1792 at batch 64, plain
 SGD, a cluster per 256 hidden units; ``cluster_epoch_mgpu``: the regression net 32-H-1 at
-batch 256, plain SGD, float32, one cluster). On a GPU
+batch 256, plain SGD, float32, up to 512 units in one cluster, 1024 in two). On a GPU
 the grid kernel runs compiled, one launch a call (``run``: an epoch; ``run_epochs``: several,
 one after another); elsewhere the same phase code runs in interpret mode, one call per phase
 and step (slow, for tests).

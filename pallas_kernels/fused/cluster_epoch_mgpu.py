@@ -84,9 +84,10 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
   most = CLUSTER_UNITS * min(CHECKED_CLUSTERS, grid_barrier.resident_clusters())
   if hidden % UNITS or not UNITS <= hidden <= most or (hidden > CLUSTER_UNITS
                                                        and hidden % CLUSTER_UNITS):
+    wider = (f", or of {CLUSTER_UNITS} up to {most} (a cluster each)" if most > CLUSTER_UNITS
+             else "")
     return (f"its hidden width must be a multiple of {UNITS} up to {CLUSTER_UNITS} (two CTAs a "
-            f"{UNITS} units, at most {MAX_CTAS} in a cluster), or of {CLUSTER_UNITS} up to "
-            f"{most} (a cluster each), not {hidden}")
+            f"{UNITS} units, at most {MAX_CTAS} in a cluster){wider}, not {hidden}")
   if batch != BATCH:
     return f"it takes batch {BATCH}, not {batch}"
   if bias:
@@ -172,7 +173,7 @@ def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)
         # written again two steps later, after the next step's barrier, which every reader
         # reaches only after reading it.
         mine[...] = out
-        grid_barrier.share(counter.at[0], (s + 1) * clusters * MAX_CTAS, mine,
+        grid_barrier.share(counter.at[0], (s + 1) * clusters * groups * 2, mine,
                            sums.at[parity, g, u, b], sums.at[parity, :, 0, b], inbox, tma.at[6])
         out = inbox[0]
         for other in range(1, clusters):
@@ -255,6 +256,9 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   if profile_dir:
     params.update(profile_space=len(PHASES) * 3 * steps, profile_dir=profile_dir)
   clusters = _clusters(hidden)
+  if hidden % UNITS or (clusters > 1 and hidden % CLUSTER_UNITS):  # (problem() says so first)
+    raise ValueError(f"hidden width {hidden}: a multiple of {UNITS} up to {CLUSTER_UNITS}, or "
+                     f"of {CLUSTER_UNITS} beyond")
   if clusters > grid_barrier.resident_clusters():  # The grid barrier would never open.
     raise ValueError(f"{clusters} clusters of {MAX_CTAS} CTAs are more than the "
                      f"{grid_barrier.resident_clusters()} this GPU holds at once")

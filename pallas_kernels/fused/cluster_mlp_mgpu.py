@@ -66,7 +66,8 @@ parameters, batches and learning rate (row ROW_LR of its small parameters; the s
 takes it as a constant) by ``lax.axis_index("member")``; the clusters share nothing, and those
 that do not fit on the GPU at once (an H100 holds 7) wait for one to finish.
 
-A wider network, 784 -> 256 G -> 10 for G = 2 .. MAX_GROUPS, trains a cluster a group of 256
+A wider network, 784 -> 256 G -> 10 for G = 2 .. ``grid_barrier.resident_clusters()`` (7 on an
+H100 SXM), trains a cluster a group of 256
 units in one launch (``train_steps`` takes it by W0's width; ``split_groups``; a hidden layer
 of another width is padded with units of zero weights, which stay zero: ``pad_hidden``): each
 group's clusters read the same batches, and in exchange 1 each group's CTA k writes its class-k sum to
@@ -107,7 +108,6 @@ PADDED = 832  # 13 tiles of 64 inputs (the backward's wgmma M); input 784 is b0'
 TILES = PADDED // 64
 HIDDEN = 256  # A cluster's units: a wider network takes one cluster per 256 (``groups``).
 CTAS = 16  # The largest cluster Hopper launches.
-MAX_GROUPS = grid_barrier.MAX_CLUSTERS  # Clusters of one network (all resident at once)
 UNITS = HIDDEN // CTAS
 CLASSES = 10
 LANES = 16  # Classes padded to a wgmma N.
@@ -133,9 +133,9 @@ def semantics():
   default), for the fastest epoch measured: 6.65 ms on the H100 against 7.42 in Lane
   semantics, the same bits, one process (docs/design/cluster_kernels.md); its layout inference
   takes about 4 s on the CPU since the kernel traces one step (it took 30-40 s on two). Other
-  versions: Lane (no layout inference): jax 0.10's default, and jax 0.12's, whose Warpgroup
-  inference did not finish on two traced steps and lowers one in 2.3 s on the CPU, not yet
-  checked on a GPU."""
+  versions: Lane (no layout inference): jax 0.10's default, and jax 0.12's here: its Warpgroup
+  inference did not finish on two traced steps; on one, Warpgroup lowers in 2.3 s on the CPU,
+  not yet checked on a GPU."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
   version = tuple(int(v) for v in jax.__version__.split(".")[:2])
   if version == (0, 11):
@@ -488,8 +488,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     w1 = tuple(w - rate * d for w, d in zip(w1, dw1))
     return w1, b1 - rate * db1, ws
 
-  # One step traced, its buffers' parity a value: Mosaic GPU's layout inference took 21 s on
-  # the two steps traced before (a static parity each), 4 s on one (jax 0.11.2, CPU).
+  # One step traced, its buffers' parity a value: Mosaic GPU's layout inference has half the
+  # kernel to search than with two steps traced, a static parity each (jax 0.11.2: lowering
+  # 21 s -> 4 s on the CPU; compile 51 -> 11 s on the H100).
   def first():  # The steps, and W0's first tiles
     carry = lax.fori_loop(0, steps, lambda s, carry: step(s, lax.rem(s, 2), carry), start())
     w1, b1, _ = carry
@@ -756,7 +757,8 @@ def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: s
   return train_steps(params, xs, onehot, lr, precision)
 
 def reference(params, xs, onehot, lr: float):
-  """The plain-jnp twin of ``train_steps``: the same steps at params' dtype's full precision, the
+  """The plain-jnp twin of ``train_steps`` (of a hidden layer of 256 G units: pad others first,
+  ``pad_hidden``): the same steps at params' dtype's full precision, the
   pixels' 1/255 applied after the first product (b0 in it, as W0's row 784) and the logits
   summed over the 16-unit groups in order, then (a wider network) over its clusters' sums in
   order, as the kernel does."""

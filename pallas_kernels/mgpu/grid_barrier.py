@@ -36,7 +36,8 @@ def resident_clusters() -> int:
   """The most clusters of 16 CTAs one launch may have meet here: MAX_CLUSTERS on a GPU of 132
   SMs or more (the H100 SXM's, where it was measured) and off the GPU (so that the choices
   made from it are the same in the tests), else one (a GPU with fewer SMs may hold fewer
-  clusters of 16, and the barrier would never open)."""
+  clusters of 16, and the barrier would never open). A rule of thumb from the SM count, not
+  CUDA's occupancy query (cudaOccupancyMaxActiveClusters), which jax does not expose."""
   d = jax.devices()[0]
   if d.platform != "gpu":
     return MAX_CLUSTERS
