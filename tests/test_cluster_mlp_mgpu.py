@@ -14,6 +14,18 @@ from pallas_kernels.fused import cluster_mlp_mgpu
 from pallas_kernels.ops import dense_mgpu
 
 
+def _layer(n, m):  # An abstract dense layer, for tracing and lowering
+  return {"w": jax.ShapeDtypeStruct((n, m), jnp.float32),
+          "b": jax.ShapeDtypeStruct((m,), jnp.float32)}
+
+
+def _abstract(hidden, steps):
+  """train_steps' abstract arguments: 784-``hidden``-10, ``steps`` batches and labels."""
+  return ([_layer(784, hidden), _layer(hidden, 10)],
+          jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
+          jax.ShapeDtypeStruct((steps, 10, 64), jnp.bfloat16))
+
+
 def _setup(rng, steps, hidden=256):
   n = steps * 64 + 5
   x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
@@ -28,14 +40,8 @@ def _setup(rng, steps, hidden=256):
 @pytest.mark.parametrize("steps,precision", [(1, "float32"), (4, "float32"), (3, "bfloat16")])
 def test_kernel_lowers(steps, precision):
   """One step, a few, and one part of W0 in the products."""
-  f32 = jnp.float32
-  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
-                        "b": jax.ShapeDtypeStruct((m,), f32)}
   fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5, precision))
-  text = fn.trace([layer(784, 256), layer(256, 10)],
-                  jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
-                  jax.ShapeDtypeStruct((steps, 10, 64), jnp.bfloat16)).lower(
-                      lowering_platforms=("cuda",)).as_text()
+  text = fn.trace(*_abstract(256, steps)).lower(lowering_platforms=("cuda",)).as_text()
   assert "mosaic_gpu" in text
 
 
@@ -45,14 +51,8 @@ def test_kernel_of_several_clusters_lowers(hidden, steps):
   """A network of hidden / 256 clusters (300: two, padded), one launch: its groups' class sums
   meet at a grid barrier (Pallas' global semaphore: one counter for the grid, released and
   acquired at GPU scope)."""
-  f32 = jnp.float32
-  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
-                        "b": jax.ShapeDtypeStruct((m,), f32)}
   fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5))
-  text = fn.trace([layer(784, hidden), layer(hidden, 10)],
-                  jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
-                  jax.ShapeDtypeStruct((steps, 10, 64), jnp.bfloat16)).lower(
-                      lowering_platforms=("cuda",)).as_text()
+  text = fn.trace(*_abstract(hidden, steps)).lower(lowering_platforms=("cuda",)).as_text()
   assert "mosaic_gpu" in text and "red.release.gpu.global.add" in text
   assert "tensor<1xi32>" in text  # The grid's one counter
   assert "fence.proxy.async.global" in text  # Before the copy reads the other groups' sums
@@ -61,12 +61,8 @@ def test_kernel_of_several_clusters_lowers(hidden, steps):
 @pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
 def test_a_padded_hidden_layer_lowers_and_keeps_its_width():
   """784-100-10: padded to one cluster of 256 units for the launch, its 100 units out."""
-  f32 = jnp.float32
-  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
-                        "b": jax.ShapeDtypeStruct((m,), f32)}
   fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5))
-  args = ([layer(784, 100), layer(100, 10)], jax.ShapeDtypeStruct((2, 64, 832), jnp.bfloat16),
-          jax.ShapeDtypeStruct((2, 10, 64), jnp.bfloat16))
+  args = _abstract(100, 2)
   params, losses, correct = jax.eval_shape(fn, *args)
   assert [(l["w"].shape, l["b"].shape) for l in params] == [((784, 100), (100,)),
                                                              ((100, 10), (10,))]
@@ -78,17 +74,12 @@ def test_a_padded_hidden_layer_lowers_and_keeps_its_width():
 def test_too_many_clusters_or_the_interpreter_are_refused():
   """More clusters than an H100 holds at once would never meet (a hang): refused; so is the
   interpreter, which cannot run the grid barrier."""
-  f32 = jnp.float32
-  layer = lambda n, m: {"w": jax.ShapeDtypeStruct((n, m), f32),
-                        "b": jax.ShapeDtypeStruct((m,), f32)}
-  xs = jax.ShapeDtypeStruct((1, 64, 832), jnp.bfloat16)
-  onehot = jax.ShapeDtypeStruct((1, 10, 64), jnp.bfloat16)
   for hidden, kw, message in [(2048, {}, "8 clusters of 16 CTAs are more than the 7"),
                               (1800, {}, "8 clusters of 16 CTAs are more than the 7"),
                               (512, {"interpret": True}, "trains alone, compiled")]:
     fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5, **kw))
     with pytest.raises(ValueError, match=message):
-      fn.trace([layer(784, hidden), layer(hidden, 10)], xs, onehot)
+      fn.trace(*_abstract(hidden, 1))
 
 
 @pytest.mark.parametrize("hidden", [256, 512])

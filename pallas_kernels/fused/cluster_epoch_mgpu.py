@@ -259,9 +259,7 @@ def _call(hidden: int, steps: int, lr: float, profile_dir: str | None = None):
   if hidden % UNITS or (clusters > 1 and hidden % CLUSTER_UNITS):  # (problem() says so first)
     raise ValueError(f"hidden width {hidden}: a multiple of {UNITS} up to {CLUSTER_UNITS}, or "
                      f"of {CLUSTER_UNITS} beyond")
-  if clusters > grid_barrier.resident_clusters():  # The grid barrier would never open.
-    raise ValueError(f"{clusters} clusters of {MAX_CTAS} CTAs are more than the "
-                     f"{grid_barrier.resident_clusters()} this GPU holds at once")
+  grid_barrier.check_resident(clusters)
   if clusters > 1 and profile_dir:
     raise ValueError("the profiler takes one cluster")
   groups = hidden // UNITS // clusters  # Unit CTAs a cluster

@@ -542,10 +542,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   if groups > 1 and (members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
                      "interpreter cannot run the grid barrier)")
-  resident = grid_barrier.resident_clusters()
-  if groups > resident:  # Not all resident: the grid barrier would never open (a hang).
-    raise ValueError(f"{groups} clusters of {CTAS} CTAs are more than the {resident} this GPU "
-                     "holds at once")
+  grid_barrier.check_resident(groups)
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.

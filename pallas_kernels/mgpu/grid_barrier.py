@@ -44,6 +44,14 @@ def resident_clusters() -> int:
   return MAX_CLUSTERS if int(getattr(d, "core_count", 0) or 0) >= 132 else 1
 
 
+def check_resident(clusters: int) -> None:
+  """ValueError where ``clusters`` clusters of 16 CTAs would not all be resident at once: the
+  barrier would never open (a hang)."""
+  if clusters > (resident := resident_clusters()):
+    raise ValueError(f"{clusters} clusters of 16 CTAs are more than the {resident} this GPU "
+                     "holds at once")
+
+
 def barrier(counter, arrivals) -> None:
   """Every CTA (all its threads) calls it, the k-th time with ``arrivals`` = k x CTAs."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
