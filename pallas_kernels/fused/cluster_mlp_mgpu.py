@@ -129,13 +129,11 @@ def lowers() -> str | None:
 
 
 def semantics():
-  """The Mosaic GPU lowering semantics the kernel is compiled in. jax 0.11: Warpgroup (its
-  default), for the fastest epoch measured: 6.65 ms on the H100 against 7.42 in Lane
-  semantics, the same bits, one process (docs/design/cluster_kernels.md); its layout inference
-  takes about 4 s on the CPU since the kernel traces one step (it took 30-40 s on two). Other
-  versions: Lane (no layout inference): jax 0.10's default, and jax 0.12's here: its Warpgroup
-  inference did not finish on two traced steps; on one, Warpgroup lowers in 2.3 s on the CPU,
-  not yet checked on a GPU."""
+  """The Mosaic GPU lowering semantics the kernel is compiled in, the faster epoch of the two
+  in each jax measured on the H100 (one process, the same bits; docs/bench/2026-11-27g_jax012):
+  jax 0.11: Warpgroup (its default), 6.75 ms against Lane's 6.98 (784-256-10; compile 7.8 s
+  against 3.6); jax 0.12: Lane, 6.73 ms against Warpgroup's 6.83 (compile 3.1 s against 4.9).
+  jax 0.10: Lane (its default; not run on a GPU)."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
   version = tuple(int(v) for v in jax.__version__.split(".")[:2])
   if version == (0, 11):
