@@ -20,8 +20,8 @@ from jaxshallow import cnn, mlp, models, paths, synthetic, train
 from jaxshallow.fused import epoch as fused_epoch, step as fused_step
 from jaxshallow.reference import numpy_cnn
 from jaxshallow.run import cli, config
-from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch, mlp_epoch,
-                                  population_step, sgd_parts)
+from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch, logreg_mgpu,
+                                  mlp_epoch, population_step, sgd_parts)
 from pallas_kernels import common
 from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense, dense_xent, dense_mgpu,
                                 max_pool, mse, softmax_xent)
@@ -29,14 +29,17 @@ from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense, dense_xent, 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: a fresh one, "
                              "printed, so that a failure can be rerun on the same inputs).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
-                                   "cluster", "cluster_mlp", "barrier", "population", "triton"],
+                                   "cluster", "cluster_mlp", "logreg", "barrier", "population",
+                                   "triton"],
                           "Which groups: dense, hopper (the tf32 products of large batches on "
                           "Hopper GPUs; GPU only), xent, head (the fused output layer), conv (with "
                           "max-pool, the fused conv+pool and MSE), step (the CNN's step "
                           "kernels: the batch's convolution, the update, a whole step), epoch "
                           "(the whole-epoch kernel), cluster (the regression net's epoch in one "
                           "cluster; Hopper only), cluster_mlp (the MLP's epoch in one cluster; "
-                          "Hopper only), barrier (its grid barrier under stress; GPU only), "
+                          "Hopper only), logreg (softmax regression's epoch in one CTA; Hopper, "
+                          "or Mosaic GPU's interpreter), barrier (its grid barrier under stress; "
+                          "GPU only), "
                           "population (the population step kernels), triton (the Triton twins "
                           "of dense and xent; GPU and jax-triton only).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
@@ -586,6 +589,47 @@ def cluster_mlp_cases(rng, interpret):
   yield from cluster_groups_cases(rng)
 
 
+def logreg_cases(rng, interpret, steps=20):
+  """logreg_mgpu's kernel (softmax regression's epoch in one CTA; compiled on a Hopper GPU, in
+  Mosaic GPU's interpreter on the CPU where this jax has one, 3 steps there) against the same
+  steps through train_step in float64, bounded as the epoch family's float32; compiled, run
+  twice (the same bits) and the reduced precisions in one step (loss and parameters)."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  if interpret and not hasattr(plgpu, "InterpretGPUParams"):
+    print("skip logreg_mgpu: this jax has no Mosaic GPU interpreter")
+    return
+  if not interpret and not dense_mgpu.on_hopper():
+    print("skip logreg_mgpu: not on a Hopper GPU")
+    return
+  steps = 3 if interpret else steps
+  lr, n = 0.1, steps * logreg_mgpu.BATCH + 5
+  x = rng.integers(0, 256, (n, logreg_mgpu.INPUTS), dtype=np.uint8)
+  y = rng.integers(0, logreg_mgpu.CLASSES, n).astype(np.int32)
+  order = rng.permutation(n).astype(np.int32)
+  params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), (784, 10))
+  params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape), a.dtype),
+                        params)  # the bias off 0, so its gradient counts
+
+  def run(precision, k):
+    xs, onehot = logreg_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, k)
+    return jax.jit(functools.partial(logreg_mgpu.train_steps, lr=lr, precision=precision,
+                                     interpret=interpret))(params, xs, onehot)
+  inputs = (params, x, y, order, lr, "sgd", logreg_mgpu.BATCH, models.LOGREG, steps)
+  ref = _epoch_reference(*inputs)
+  bound, xla_err = _float32_bound(ref, *inputs)
+  got, losses, _ = run("float32", steps)
+  yield (f"logreg 784-10 batch 64 {steps} steps (xla {xla_err:.0e})", "float32",
+         _distance(losses, jax.tree.leaves(got), *ref), bound)
+  if interpret:
+    return
+  same = np.array_equal(np.asarray(losses), np.asarray(run("float32", steps)[1]))
+  yield "logreg 784-10 twice: the same bits", "float32", 0.0 if same else np.inf
+  ref1 = _epoch_reference(*inputs[:-1], 1)
+  for precision in ("tf32", "bfloat16"):
+    got, losses, _ = run(precision, 1)
+    yield "logreg 784-10 1 step", precision, _distance(losses, jax.tree.leaves(got), *ref1)
+
+
 def _cluster_inputs(rng, hidden: int, steps: int):
   """Fresh inputs of a cluster_mlp_mgpu case of 784-``hidden``-10: ``steps`` batches' pixels
   and labels, their order, and parameters with biases off 0 (so their gradients count)."""
@@ -729,7 +773,7 @@ def population_cases(rng, interpret):
 
 
 GROUPS = ("dense", "hopper", "xent", "head", "conv", "step", "epoch", "cluster", "cluster_mlp",
-          "barrier", "population", "triton")
+          "logreg", "barrier", "population", "triton")
 
 
 def main(argv):
@@ -748,7 +792,7 @@ def main(argv):
   groups = {"dense": dense_cases, "hopper": hopper_cases, "xent": xent_cases,
             "head": head_cases, "conv": conv_cases,
             "step": step_cases, "epoch": epoch_cases, "cluster": cluster_cases,
-            "cluster_mlp": cluster_mlp_cases,
+            "cluster_mlp": cluster_mlp_cases, "logreg": logreg_cases,
             "barrier": barrier_cases,
             "population": population_cases, "triton": triton_cases}
   cases = (c for g in _ONLY.value for c in groups[g](rng, interpret))

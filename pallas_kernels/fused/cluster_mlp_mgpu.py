@@ -99,7 +99,7 @@ from jax.experimental import pallas as pl
 from pallas_kernels import common
 from pallas_kernels.mgpu import cluster_push, grid_barrier
 from pallas_kernels.ops import dense_mgpu
-from pallas_kernels.ops.dense_mgpu import load as _load
+from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
 INPUTS = 784
@@ -174,17 +174,6 @@ def by_parity(parity, fn) -> None:
   constant (an mbarrier's phase in PTX, a barrier's index)."""
   pl.when(parity == 0)(lambda: fn(0))
   pl.when(parity == 1)(lambda: fn(1))
-
-
-def _store(ref, value):
-  """``ref[...] = value`` for a shared-memory ref without tiling or swizzle, element by element
-  (an unoptimized store, as jax 0.10 and 0.11 make it; jax 0.12 asks for a bank-conflict-free
-  pattern unless told, and finds none for these)."""
-  from jax.experimental.pallas import mosaic_gpu as plgpu
-  if hasattr(plgpu, "store"):  # jax >= 0.12
-    plgpu.store(ref, value, optimized=False)
-  else:
-    ref[...] = value
 
 
 def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)

@@ -200,6 +200,17 @@ def load(ref, layout):
   return plgpu.load(ref, layout=layout, optimized=False)
 
 
+def store(ref, value):
+  """``ref[...] = value`` for a shared-memory ref without tiling or swizzle, element by element
+  (an unoptimized store, as jax 0.10 and 0.11 make it; jax 0.12 asks for a bank-conflict-free
+  pattern unless told, and finds none for these)."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  if hasattr(plgpu, "store"):  # jax >= 0.12
+    plgpu.store(ref, value, optimized=False)
+  else:
+    ref[...] = value
+
+
 def matmul_nt(a, b, bias=None, *, relu: bool = False, tiles: Tiles = Tiles(),
               num_sms: int | None = None, interpret: bool = False):
   """``relu?(a @ b.T + bias)`` in float32 from a (M, K) and b (N, K), both float32 (TF32

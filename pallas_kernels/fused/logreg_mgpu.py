@@ -1,0 +1,327 @@
+"""Softmax regression's epoch in one CTA (Pallas Mosaic GPU, Hopper).
+
+The network is 784 -> 10 with a bias, softmax cross-entropy and plain SGD, batch 64: the
+project's softmax-regression workload. One launch runs every step of an epoch in one CTA of two
+warpgroups, W in its shared memory for the whole launch. It is one CTA of the MLP's cluster
+kernel (``cluster_mlp_mgpu``) with the classes where that CTA has its 16 hidden units, and the
+softmax where that kernel has its ReLU, second layer and exchanges: so it needs no cluster, and
+its compile is Mosaic GPU's (seconds), not XLA's handling of a Triton kernel (14-18 s for the
+grid epoch kernel of this network on the H100, docs/design/time_to_result.md).
+
+W (784, 10) and b sit in one (832, 16) matrix: b as row 784 (the images' input 784 is 255, so
+x W / 255 adds b, and that row's update is b's), zeros to 832 rows (13 tiles of 64 inputs) and
+16 classes (a wgmma N). A step:
+
+  forward    z = x W / 255, a (64, 16) wgmma product over W's 13 tiles: 0 .. 4 by the first
+             warpgroup, 5 .. 12 by the second (its part of z handed over in shared memory)
+  softmax    over the 10 classes (the 6 padded ones masked off), the loss, whether the top
+             class is the label's, and dz = (softmax - onehot) / 64
+  backward   dW = x^T dz / 255 as thirteen (64, 16) wgmma products, each tile of W updated as
+             soon as its product is done: tiles 0 .. 4 by the first warpgroup, 5 .. 12 by the
+             second, which then takes its part of the next step's forward
+
+Products keep float32's accuracy on the tensor cores as in ``cluster_mlp_mgpu``: the pixels are
+integers (exact in bfloat16; the 1/255 is applied to the float32 sums) and W and dz are each
+three bfloat16 parts side by side (``split3``), so every product is exact and only their float32
+sums round; at tf32 and bfloat16 the products take two parts and one. The batch's tiles come by
+TMA, each on its own barrier, the next step's tile j as soon as the backward is done with it.
+The step's per-row losses and correct flags are written out and added after the launch in a
+fixed order: the same bits in every run.
+
+``reference`` is its plain-jnp twin. ``interpret=True`` runs it in Mosaic GPU's interpreter on the
+CPU (jax 0.11 and newer) with one warpgroup.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from pallas_kernels import common
+from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
+
+BATCH = 64  # wgmma's M: one warpgroup's rows.
+INPUTS = 784
+PADDED = 832  # 13 tiles of 64 inputs; input 784 is b's (x = 255).
+TILES = PADDED // 64
+SPLIT = 5  # W's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
+CLASSES = 10
+LANES = 16  # Classes padded to a wgmma N.
+PARTS = {"float32": 3, "tf32": 2, "bfloat16": 1}  # bfloat16 parts of W and dz in the products
+WARPGROUPS = 2  # On the GPU (the interpreter runs one)
+
+
+def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
+  """Why this kernel cannot train the network (one line), or None if it can."""
+  if tuple(widths) != (INPUTS, CLASSES):
+    return f"it trains {INPUTS}-{CLASSES} networks, not {'-'.join(map(str, widths))}"
+  if batch != BATCH:
+    return f"it takes batch {BATCH}, not {batch}"
+  if not bias:
+    return "it has a bias"
+  if optimizer != "sgd":
+    return f"it runs plain SGD, not {optimizer}"
+  if jnp.dtype(dtype) != jnp.float32:
+    return f"it computes in float32, not {jnp.dtype(dtype).name}"
+  return None
+
+
+def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
+            wp_out, metrics_out,  # outputs
+            x, wp, dzp, zb, onehot, mask, met, tma, x_tiles, dz_ready, w_done,  # scratch
+            *, steps: int, lr: float, parts: int, warpgroups: int, ptx: bool):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32 = jnp.float32
+  wgmma_layout = plgpu.Layout.WGMMA
+  by_row = wgmma_layout.reduce(1)  # (64,): one value a batch row
+  by_col = wgmma_layout.reduce(0)  # (16,): one value a class
+  used = pl.ds(0, LANES * parts)  # The parts' columns the products take.
+  split = SPLIT if warpgroups == 2 else TILES
+
+  def split3(a):  # As cluster_mlp_mgpu's: the hardware's rounding on the GPU, the same bits.
+    if not ptx:
+      return common.split3(a)
+    out = []
+    for _ in range(3):
+      out.append(a.astype(jnp.bfloat16))
+      a = a - out[-1].astype(f32)
+    return out
+
+  def rows(v):  # (64,) -> (64, 16): v down the rows
+    return lax.broadcast_in_dim(v, (BATCH, LANES), [0])
+
+  def cols(v):  # (16,) -> (64, 16): v along the columns
+    return lax.broadcast_in_dim(v, (BATCH, LANES), [1])
+
+  def tile(j):  # Inputs 64j .. 64j + 63.
+    return pl.ds(64 * j, 64)
+
+  def over_tiles(body, first, last):
+    # The interpreter (jax 0.11.2) hangs on a loop inside the step loop (cluster_mlp_mgpu), so
+    # it runs the tiles unrolled; on the GPU a loop.
+    if not ptx:
+      for j in range(first, last):
+        body(j)
+    else:
+      lax.fori_loop(first, last, lambda j, carry: (body(j), carry)[1], 0)
+
+  def w_part(j, p):  # Part p of W's tile j, in shared memory.
+    return wp.at[tile(j), pl.ds(LANES * p, LANES)]
+
+  def part_sum(a):  # (64, 16 parts) -> (64, 16): the products of the parts added up
+    return functools.reduce(jnp.add, [a[:, LANES * p:LANES * (p + 1)] for p in range(parts)])
+
+  def fetch_x(s, j):  # Tile j of step s's pixels (integers, in bfloat16), on its own barrier.
+    plgpu.copy_gmem_to_smem(x_in.at[s, :, tile(j)], x.at[j], x_tiles.at[j])
+
+  def sync():  # A barrier of the warpgroup: its threads hand data over in shared memory.
+    plgpu.commit_smem()
+
+  def forward(first, last):  # z's part from W's tiles first .. last - 1 (not yet / 255)
+    def product(acc):
+      def one(j):  # Each tile's product as soon as its x is in.
+        plgpu.barrier_wait(x_tiles.at[j])
+        plgpu.wgmma(acc, x.at[j], wp.at[tile(j), used])
+      over_tiles(one, first, last)
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    return part_sum(pl.run_scoped(product, plgpu.ACC((BATCH, LANES * parts), f32)))
+
+  def backward_tile(s, j):  # dW's tile j (x[:, tile]^T dz), and W's tile j updated
+    def tile_grad(acc):
+      plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    grad = part_sum(pl.run_scoped(tile_grad, plgpu.ACC((64, LANES * parts), f32)))
+    sync()  # Every warp's part of the product is done with x's tile.
+
+    @pl.when(s + 1 < steps)
+    def _():  # The next batch's tile comes in behind the backward.
+      fetch_x(s + 1, j)
+    w = functools.reduce(jnp.add, [_load(w_part(j, p), wgmma_layout).astype(f32)
+                                   for p in range(3)])
+    new = w - lr * grad / 255.0  # as the twin rounds it
+    for p, bits in enumerate(split3(new)):
+      w_part(j, p)[...] = bits
+
+  def update(s, first, last):
+    over_tiles(lambda j: backward_tile(s, j), first, last)
+    plgpu.commit_smem()  # The new parts visible to the tensor cores.
+
+  def step(s, carry):
+    parity = lax.rem(s, 2)
+    z = forward(0, split)
+    if warpgroups == 2:
+      plgpu.barrier_wait(w_done)  # The second warpgroup's tiles updated, their part of z in
+      z = z + _load(zb, wgmma_layout)
+    z = z / 255.0  # b included: it is W's row 784, times x's 255
+    plgpu.barrier_wait(tma.at[1])  # The labels
+    t = _load(onehot, wgmma_layout).astype(f32)
+    masked = z + cols(_load(mask.at[0], by_col))  # the padded classes at -inf
+    top = jnp.max(masked, axis=1)
+    e = jnp.exp(masked - rows(top))
+    total = jnp.sum(e, axis=1)
+    picked = jnp.sum(t * z, axis=1)
+    dz = (e / rows(total) - t) * (1.0 / BATCH)
+    for p, bits in enumerate(split3(dz)[:parts]):
+      dzp.at[:, pl.ds(LANES * p, LANES)][...] = bits
+    plgpu.commit_smem()  # dz visible to the tensor cores; the labels read by every thread
+    if warpgroups == 2:
+      plgpu.barrier_arrive(dz_ready)  # The second warpgroup updates its tiles meanwhile.
+
+    @pl.when(s + 1 < steps)
+    def _():
+      plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[1])
+
+    plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago
+    sync()
+    _store(met.at[parity, 0], jnp.log(total) + top - picked)
+    _store(met.at[parity, 1], jnp.where(picked >= top, 1.0, 0.0))
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[s])
+    update(s, 0, split)
+    return carry
+
+  def first():  # The launch's inputs, the steps, W's first tiles, the outputs
+    plgpu.copy_gmem_to_smem(wp_in, wp, tma.at[0])
+    plgpu.copy_gmem_to_smem(onehot_in.at[0], onehot, tma.at[1])
+    plgpu.copy_gmem_to_smem(mask_in, mask, tma.at[2])
+    for j in range(TILES):
+      fetch_x(0, j)
+    plgpu.barrier_wait(tma.at[0])
+    plgpu.barrier_wait(tma.at[2])
+    lax.fori_loop(0, steps, step, 0)
+    if warpgroups == 2:
+      plgpu.barrier_wait(w_done)  # The second warpgroup's tiles of the last step
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(wp, wp_out)
+    plgpu.wait_smem_to_gmem(0)
+
+  def second():  # W's tiles split .. 12: their update, and their part of the next forward
+    def z_part():
+      _store(zb, forward(split, TILES))
+      plgpu.commit_smem()  # For the first warpgroup (before the arrival)
+
+    def tiles(s, carry):
+      plgpu.barrier_wait(dz_ready)
+      update(s, split, TILES)
+      pl.when(s + 1 < steps)(z_part)
+      plgpu.barrier_arrive(w_done)
+      return carry
+    plgpu.barrier_wait(tma.at[0])  # W, copied in by the first warpgroup's request
+    z_part()
+    plgpu.barrier_arrive(w_done)
+    lax.fori_loop(0, steps, tiles, 0)
+
+  if warpgroups == 2:
+    wg = lax.axis_index("wg")
+    pl.when(wg == 0)(first)
+    pl.when(wg == 1)(second)
+  else:
+    first()
+
+
+@functools.lru_cache(maxsize=None)
+def _call(steps: int, lr: float, parts: int, interpret: bool = False):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32, bf16 = jnp.float32, jnp.bfloat16
+  # The interpreter did not finish cluster_mlp_mgpu with two warpgroups: one here too.
+  warpgroups = 1 if interpret else WARPGROUPS
+  tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
+  return plgpu.kernel(
+      functools.partial(_kernel, steps=steps, lr=lr, parts=parts, warpgroups=warpgroups,
+                        ptx=not interpret),
+      out_type=(jax.ShapeDtypeStruct((PADDED, 3 * LANES), bf16),
+                jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
+      num_threads=warpgroups, thread_name="wg",
+      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+      **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
+      scratch_types=[
+          plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),  # x, by tiles of 64 inputs
+          plgpu.SMEM((PADDED, 3 * LANES), bf16, transforms=tiles),  # W's parts side by side
+          plgpu.SMEM((BATCH, 3 * LANES), bf16, transforms=tiles),  # dz's parts side by side
+          plgpu.SMEM((BATCH, LANES), f32),  # the second warpgroup's part of z
+          plgpu.SMEM((BATCH, LANES), bf16),  # the one-hot labels (0 and 1)
+          # Row 0: 0 for a class, -inf for a padded one (two rows: a copy moves at least
+          # 128 bytes, one a thread of the warpgroup)
+          plgpu.SMEM((2, LANES), f32),
+          plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
+          plgpu.Barrier(num_barriers=3),  # W, the labels, the mask
+          plgpu.Barrier(num_barriers=TILES),  # x's tiles, one barrier each
+          plgpu.Barrier(), plgpu.Barrier(),  # dz's parts written; the second's tiles done
+      ])
+
+
+def pack(params):
+  """[{"w": (784, 10), "b": (10,)}] as the kernel's W: b as row 784, padded to (832, 16), its
+  three bfloat16 parts side by side (input, part * 16 + class)."""
+  w = jnp.concatenate([params[0]["w"], params[0]["b"][None]])
+  w = jnp.pad(w, ((0, PADDED - INPUTS - 1), (0, LANES - CLASSES)))
+  return jnp.concatenate(common.split3(w), axis=1)
+
+
+def unpack(wp):
+  hi, mid, lo = (wp[:, LANES * p:LANES * (p + 1)].astype(jnp.float32) for p in range(3))
+  w = (hi + mid) + lo  # exact
+  return [{"w": w[:INPUTS, :CLASSES], "b": w[INPUTS, :CLASSES]}]
+
+
+def batches(x, labels, order, steps: int):
+  """The epoch's batches as the kernel takes them: pixels (steps, 64, 832) in bfloat16 (the
+  uint8 values, exactly; input 784 is 255, b's, the rest 0) and one-hot labels (steps, 64, 16)
+  in bfloat16."""
+  idx = order[:steps * BATCH]
+  pad = jnp.zeros((steps * BATCH, PADDED - INPUTS), jnp.bfloat16).at[:, 0].set(255)
+  xs = jnp.concatenate([x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16), pad],
+                       axis=1).reshape(steps, BATCH, PADDED)
+  onehot = jax.nn.one_hot(labels[idx], LANES, dtype=jnp.bfloat16)  # 0 and 1, exactly
+  return xs, onehot.reshape(steps, BATCH, LANES)
+
+
+def train_steps(params, xs, onehot, lr: float, precision: str = "float32",
+                interpret: bool = False):
+  """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params, losses
+  (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
+  ``interpret`` (Mosaic GPU's interpreter on the CPU, jax 0.11 and newer)."""
+  mask = jnp.where(jnp.arange(LANES) < CLASSES, 0.0, -jnp.inf).astype(jnp.float32)
+  mask = jnp.broadcast_to(mask, (2, LANES))
+  wp, metrics = _call(xs.shape[0], float(lr), PARTS[precision], interpret)(
+      pack(params), mask, xs, onehot)
+  losses = jax.vmap(common.fixed_order_mean)(metrics[:, 0])  # a fixed order of adds
+  correct = jnp.sum(metrics[:, 1], axis=1).astype(jnp.int32)
+  return unpack(wp), losses, correct
+
+
+def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: str = "float32"):
+  """One epoch: ``steps`` batches of ``x`` (N, 784) uint8 pixels and integer ``labels`` (N,)
+  gathered in ``order``, then ``train_steps``. Returns (params, losses, correct counts)."""
+  xs, onehot = batches(x, labels, order, steps)
+  return train_steps(params, xs, onehot, lr, precision)
+
+
+def reference(params, xs, onehot, lr: float):
+  """The plain-jnp twin of ``train_steps``: the same steps at params' dtype's full precision,
+  the pixels' 1/255 applied after the product (b in it, as W's row 784)."""
+  hi = lax.Precision.HIGHEST
+  dtype = params[0]["w"].dtype
+  w = jnp.concatenate([params[0]["w"], params[0]["b"][None],
+                       jnp.zeros((PADDED - INPUTS - 1, CLASSES), dtype)])
+
+  def step(w, batch):
+    x, t = batch[0].astype(dtype), batch[1][:, :CLASSES].astype(dtype)
+    z = jnp.dot(x, w, precision=hi) / 255.0
+    top = jnp.max(z, axis=1, keepdims=True)
+    e = jnp.exp(z - top)
+    total = jnp.sum(e, axis=1, keepdims=True)
+    picked = jnp.sum(t * z, axis=1, keepdims=True)
+    loss = jnp.mean(jnp.log(total) + top - picked)
+    correct = jnp.sum(picked >= top)
+    dz = (e / total - t) / BATCH
+    return w - lr * jnp.dot(x.T, dz, precision=hi) / 255.0, (loss, correct)
+
+  w, (losses, correct) = lax.scan(step, w, (xs, onehot))
+  return [{"w": w[:INPUTS], "b": w[INPUTS]}], losses, correct.astype(jnp.int32)

@@ -1,0 +1,119 @@
+"""logreg_mgpu on the CPU: its kernel lowers for a Hopper GPU on every supported jax, runs in
+Mosaic GPU's interpreter (jax 0.11 and newer) within float32's tolerance of its float64 twin,
+its twin is the project's training step in float64, and its packing loses nothing. Its numbers
+on the GPU: ``experiments.check_kernels --only=logreg`` on the device."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxshallow import mlp, models, train
+from pallas_kernels.fused import logreg_mgpu
+
+
+def _setup(rng, steps):
+  n = steps * 64 + 5
+  x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+  y = rng.integers(0, 10, n).astype(np.int32)
+  params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), (784, 10))
+  params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape), a.dtype),
+                        params)  # the bias off zero, so its gradient is tested too
+  return params, x, y, rng.permutation(n).astype(np.int32)
+
+
+def _abstract(steps):
+  return ([{"w": jax.ShapeDtypeStruct((784, 10), jnp.float32),
+            "b": jax.ShapeDtypeStruct((10,), jnp.float32)}],
+          jax.ShapeDtypeStruct((steps, 64, 832), jnp.bfloat16),
+          jax.ShapeDtypeStruct((steps, 64, 16), jnp.bfloat16))
+
+
+@pytest.mark.parametrize("steps,precision", [(1, "float32"), (5, "float32"), (2, "bfloat16")])
+def test_kernel_lowers(steps, precision):
+  fn = jax.jit(lambda p, x, o: logreg_mgpu.train_steps(p, x, o, 0.5, precision))
+  text = fn.trace(*_abstract(steps)).lower(lowering_platforms=("cuda",)).as_text()
+  assert "mosaic_gpu" in text
+
+
+def _interpreter_missing():
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  return not hasattr(plgpu, "InterpretGPUParams")
+
+
+@pytest.mark.skipif(_interpreter_missing(), reason="this jax has no Mosaic GPU interpreter")
+def test_interpreted_kernel_is_near_float64():
+  """The kernel itself (one warpgroup, in Mosaic GPU's interpreter), 3 steps, at most 1e-5 of
+  float64's largest value from its float64 twin: W, b, the losses; the correct counts equal."""
+  rng = np.random.default_rng(4)
+  steps = 3
+  params, x, y, order = _setup(rng, steps)
+  xs, onehot = logreg_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, steps)
+  got = jax.jit(lambda p, a, b: logreg_mgpu.train_steps(p, a, b, 0.5, interpret=True))(
+      params, xs, onehot)
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
+    want = logreg_mgpu.reference(p64, xs.astype(jnp.float64), onehot.astype(jnp.float64), 0.5)
+    want = jax.tree.map(np.asarray, want)
+  (gp, gl, gc), (wp, wl, wc) = got, want
+  for a, b in zip(jax.tree.leaves(gp) + [gl], jax.tree.leaves(wp) + [wl]):
+    a, b = np.asarray(a, np.float64), np.asarray(b)
+    assert np.max(np.abs(a - b)) <= 1e-5 * np.max(np.abs(b))
+  np.testing.assert_array_equal(np.asarray(gc), wc)
+
+
+def test_twin_follows_train_step_in_float64():
+  """The twin's arithmetic (b as W's row 784, the 1/255 after the product) is the project's
+  training step of softmax regression: float64 trajectories within 1e-10."""
+  rng = np.random.default_rng(0)
+  steps, lr = 4, 0.5
+  params, x, y, order = _setup(rng, steps)
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
+    xs, onehot = logreg_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, steps)
+    got, losses, correct = logreg_mgpu.reference(p64, xs.astype(jnp.float64),
+                                                 onehot.astype(jnp.float64), lr)
+    tx = train.make_optimizer("sgd", lr)
+    p, state, want, want_acc = p64, tx.init(p64), [], []
+    for s in range(steps):
+      idx = order[s * 64:(s + 1) * 64]
+      pixels = jnp.asarray(x[idx], jnp.float64) / 255.0  # as train.to_float, in float64
+      p, state, m = train.train_step(p, state, (pixels, jnp.asarray(y[idx])), tx=tx,
+                                     model=models.LOGREG)
+      want.append(float(m["loss"]))
+      want_acc.append(float(m["accuracy"]))
+    np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-10)
+    np.testing.assert_array_equal(np.asarray(correct), np.round(np.array(want_acc) * 64))
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(p)):
+      np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-13)
+
+
+def test_packing_round_trips():
+  """W with b as row 784, padded, in three parts, gives the parameters back exactly; the
+  batches are the examples of ``order``, input 784 at 255 (b's), labels one-hot in 16 columns."""
+  rng = np.random.default_rng(3)
+  params, x, y, order = _setup(rng, 2)
+  back = logreg_mgpu.unpack(logreg_mgpu.pack(params))
+  for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  xs, onehot = logreg_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, 2)
+  assert xs.shape == (2, 64, 832) and onehot.shape == (2, 64, 16)
+  rows = np.asarray(xs.astype(jnp.float32)).reshape(128, 832)
+  np.testing.assert_array_equal(rows[:, :784], x[order[:128]].reshape(128, 784))
+  assert (rows[:, 784] == 255).all() and not rows[:, 785:].any()
+  labels = np.asarray(onehot.astype(jnp.float32)).reshape(128, 16)
+  np.testing.assert_array_equal(labels.argmax(1), y[order[:128]])
+  assert not labels[:, 10:].any()
+
+
+@pytest.mark.parametrize("widths,batch,kw,message", [
+    ((784, 256, 10), 64, {}, "it trains 784-10 networks, not 784-256-10"),
+    ((784, 10), 32, {}, "it takes batch 64, not 32"),
+    ((784, 10), 64, {"optimizer": "adam"}, "it runs plain SGD, not adam"),
+    ((784, 10), 64, {"bias": False}, "it has a bias"),
+    ((784, 10), 64, {"dtype": jnp.float64}, "it computes in float32, not float64")])
+def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
+  args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32, **kw}
+  assert logreg_mgpu.problem(widths, batch, **args) == message
+  assert logreg_mgpu.problem((784, 10), 64, bias=True, optimizer="sgd",
+                             dtype=jnp.float32) is None
