@@ -43,6 +43,9 @@ _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "s
                           "population (the population step kernels), triton (the Triton twins "
                           "of dense and xent; GPU and jax-triton only).")
 _BARRIER_ROUNDS = flags.DEFINE_integer("barrier_rounds", 5000, "Rounds of the barrier stress.")
+_EPOCH_CASES = flags.DEFINE_string("epoch_cases", ":", "The epoch group's cases FROM:TO (a slice "
+                                   "of its list, e.g. 0:6): they compile about 20 s each on the "
+                                   "H100, so a run can be split over processes.")
 
 # Relative Frobenius-norm error allowed against float64, per precision mode.
 TOLERANCE = {"float32": 1e-5, "tf32": 5e-3, "bfloat16": 2e-2}
@@ -440,6 +443,17 @@ def _epoch_inputs(rng, widths, batch, optimizer):
   return x, y, order, lr, params
 
 
+def _epoch_slice(text: str) -> slice:
+  """``--epoch_cases``' FROM:TO as a slice; config.ConfigError (one line) if it is not one."""
+  parts = text.split(":")
+  try:
+    if len(parts) != 2:
+      raise ValueError
+    return slice(*(int(p) if p.strip() else None for p in parts))
+  except ValueError:
+    raise config.ConfigError(f"--epoch_cases must be FROM:TO (e.g. 0:6), got {text!r}") from None
+
+
 def epoch_cases(rng, interpret):
   """The whole-epoch kernel (compiled on a GPU: one launch) against train_step in float64.
 
@@ -449,7 +463,7 @@ def epoch_cases(rng, interpret):
   1e-5 at half the draws of 784-256-1024-256-10, 2026-11-27 log). So the bound is twice xla's
   float32 distance on the same inputs where that is larger than the tolerance, and a kernel
   outside it gets one more, fresh draw: a wrong kernel fails both; a chaotic draw seldom twice."""
-  for widths, batch, optimizer, *block in EPOCH_CASES:
+  for widths, batch, optimizer, *block in EPOCH_CASES[_epoch_slice(_EPOCH_CASES.value)]:
     hidden_block = block[0] if block else None  # None: the plan's own choice.
     head = "mse" if widths[-1] == 1 else "xent"
     model = models.MLP if head == "xent" else models.REGRESSION
@@ -780,6 +794,7 @@ def main(argv):
   del argv
   cli.known("--only group(s)", _ONLY.value, GROUPS)
   cli.at_least("barrier_rounds", _BARRIER_ROUNDS.value, 1)
+  _epoch_slice(_EPOCH_CASES.value)
   if _SEED.value is not None and (why := config.seed_problem("--seed", _SEED.value)):
     raise config.ConfigError(why)
   interpret = common.interpret_default()

@@ -130,6 +130,8 @@ CASES = [
     (C, ["--only=nope"], "unknown --only group(s) nope"),
     (C, ["--only="], "--only group(s) names none"),
     (C, ["--barrier_rounds=0"], "barrier_rounds must be at least 1"),
+    (C, ["--epoch_cases=3"], "--epoch_cases must be FROM:TO (e.g. 0:6), got '3'"),
+    (C, ["--epoch_cases=a:b"], "--epoch_cases must be FROM:TO (e.g. 0:6), got 'a:b'"),
     (C, ["--seed=-1"], "--seed must be an integer from 0 to 4294967295, got -1"),
     (C, ["stray"], "unexpected arguments stray"),
     # benchmarks.bench
