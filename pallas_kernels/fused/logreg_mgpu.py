@@ -29,7 +29,9 @@ The step's per-row losses and correct flags are written out and added after the 
 fixed order: the same bits in every run.
 
 ``reference`` is its plain-jnp twin. ``interpret`` runs it in Mosaic GPU's interpreter on the CPU
-(jax 0.11 and newer), both warpgroups, with its race detector if asked (the CPU tests do).
+(jax 0.11 and newer), both warpgroups, with its race detector if asked (the CPU tests do). Its
+check on a GPU is ``experiments.check_kernels --only=logreg``; written 2026-11-27 and not yet run
+on one, so ``jaxshallow.paths`` does not take it yet.
 """
 
 from __future__ import annotations
