@@ -607,8 +607,11 @@ def cluster_mlp_cases(rng, interpret):
 def logreg_cases(rng, interpret, steps=20):
   """logreg_mgpu's kernel (softmax regression's epoch in one CTA; compiled on a Hopper GPU, in
   Mosaic GPU's interpreter on the CPU where this jax has one, 3 steps there) against the same
-  steps through train_step in float64, bounded as the epoch family's float32; compiled, run
-  twice (the same bits) and the reduced precisions in one step (loss and parameters)."""
+  steps through train_step in float64, bounded as the epoch family's float32; the reduced
+  precisions in one step (loss and parameters); a population of three, a CTA each, each member
+  against float64. Compiled, also: run twice, and a member against its single run, the same
+  bits (the interpreter goes through XLA on the CPU, whose rounding of the single run's
+  constant learning rate may differ in the last bit)."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
   if interpret and not hasattr(plgpu, "InterpretGPUParams"):
     print("skip logreg_mgpu: this jax has no Mosaic GPU interpreter")
@@ -635,14 +638,38 @@ def logreg_cases(rng, interpret, steps=20):
   got, losses, _ = run("float32", steps)
   yield (f"logreg 784-10 batch 64 {steps} steps (xla {xla_err:.0e})", "float32",
          _distance(losses, jax.tree.leaves(got), *ref), bound)
-  if interpret:
-    return
-  same = np.array_equal(np.asarray(losses), np.asarray(run("float32", steps)[1]))
-  yield "logreg 784-10 twice: the same bits", "float32", 0.0 if same else np.inf
+  if not interpret:
+    same = np.array_equal(np.asarray(losses), np.asarray(run("float32", steps)[1]))
+    yield "logreg 784-10 twice: the same bits", "float32", 0.0 if same else np.inf
   ref1 = _epoch_reference(*inputs[:-1], 1)
   for precision in ("tf32", "bfloat16"):
     got, losses, _ = run(precision, 1)
     yield "logreg 784-10 1 step", precision, _distance(losses, jax.tree.leaves(got), *ref1)
+  # A population of three, a CTA each, each its own batches and learning rate: each against
+  # float64, and member 1 (lr 0.1, the inputs above) against the single run (the same bits).
+  lrs = [0.05, lr, 0.2]
+  orders = [rng.permutation(n).astype(np.int32), order, rng.permutation(n).astype(np.int32)]
+  data = [logreg_mgpu.batches(jnp.asarray(x), jnp.asarray(y), o, steps) for o in orders]
+  stacked = jax.tree.map(lambda a: jnp.stack([a] * 3), params)
+  pop = jax.jit(functools.partial(logreg_mgpu.train_population, interpret=interpret))(
+      stacked, jnp.stack([d[0] for d in data]), jnp.stack([d[1] for d in data]),
+      jnp.asarray(lrs, jnp.float32))
+  for i, (member_lr, member_order) in enumerate(zip(lrs, orders)):
+    member = jax.tree.map(lambda a: a[i], pop)
+    inputs_i = (params, x, y, member_order, member_lr, "sgd", logreg_mgpu.BATCH, models.LOGREG,
+                steps)
+    ref_i = _epoch_reference(*inputs_i)
+    yield (f"logreg population member {i} of 3, lr {member_lr}", "float32",
+           _distance(member[1], jax.tree.leaves(member[0]), *ref_i),
+           _float32_bound(ref_i, *inputs_i)[0])
+  if interpret:
+    return
+  single = run("float32", steps)
+  same = all(np.array_equal(np.asarray(a), np.asarray(b))
+             for a, b in zip(jax.tree.leaves(jax.tree.map(lambda a: a[1], pop)),
+                             jax.tree.leaves(single)))
+  yield "logreg population member 1 vs its single run: the same bits", "float32", (
+      0.0 if same else np.inf)
 
 
 def _cluster_inputs(rng, hidden: int, steps: int):

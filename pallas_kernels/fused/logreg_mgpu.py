@@ -28,6 +28,11 @@ TMA, each on its own barrier, the next step's tile j as soon as the backward is 
 The step's per-row losses and correct flags are written out and added after the launch in a
 fixed order: the same bits in every run.
 
+A population trains a CTA a network (``train_population``): the launch's grid holds one CTA a
+member, each reading its member's W, learning rate (row 1 of its mask rows; the single network
+takes it as a constant) and batches (its own, or the population's shared ones) by
+``lax.axis_index("member")``; the CTAs share nothing, one a SM at once (an H100 holds 132).
+
 ``reference`` is its plain-jnp twin. ``interpret`` runs it in Mosaic GPU's interpreter on the CPU
 (jax 0.11 and newer), both warpgroups, with its race detector if asked (the CPU tests do). Its
 check on a GPU is ``experiments.check_kernels --only=logreg``; written 2026-11-27 and not yet run
@@ -75,8 +80,11 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
 def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
             wp_out, metrics_out,  # outputs
             x, wp, dzp, zb, onehot, mask, met, tma, x_tiles, dz_ready, w_done,  # scratch
-            *, steps: int, lr: float, parts: int, warpgroups: int, ptx: bool):
+            *, steps: int, lr: float | None, parts: int, warpgroups: int, ptx: bool,
+            shared: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
+  m = lax.axis_index("member")  # The network this CTA trains (one, or a population's)
+  data = 0 if shared else m  # Its batches' row: the population's shared ones, or its own
   f32 = jnp.float32
   wgmma_layout = plgpu.Layout.WGMMA
   by_col = wgmma_layout.reduce(0)  # (16,): one value a class
@@ -117,7 +125,7 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
     return functools.reduce(jnp.add, [a[:, LANES * p:LANES * (p + 1)] for p in range(parts)])
 
   def fetch_x(s, j):  # Tile j of step s's pixels (integers, in bfloat16), on its own barrier.
-    plgpu.copy_gmem_to_smem(x_in.at[s, :, tile(j)], x.at[j], x_tiles.at[j])
+    plgpu.copy_gmem_to_smem(x_in.at[data, s, :, tile(j)], x.at[j], x_tiles.at[j])
 
   def sync():  # A barrier of the warpgroup: its threads hand data over in shared memory.
     plgpu.commit_smem()
@@ -145,7 +153,8 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
       fetch_x(s + 1, j)
     w = functools.reduce(jnp.add, [_load(w_part(j, p), wgmma_layout).astype(f32)
                                    for p in range(3)])
-    new = w - lr * grad / 255.0  # as the twin rounds it
+    rate = lr if lr is not None else cols(_load(mask.at[1], by_col))  # (a population's: its own)
+    new = w - rate * grad / 255.0  # as the twin rounds it
     for p, bits in enumerate(split3(new)):
       w_part(j, p)[...] = bits
 
@@ -176,21 +185,21 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
 
     @pl.when(s + 1 < steps)
     def _():
-      plgpu.copy_gmem_to_smem(onehot_in.at[s + 1], onehot, tma.at[1])
+      plgpu.copy_gmem_to_smem(onehot_in.at[data, s + 1], onehot, tma.at[1])
 
     plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago
     sync()
     _store(met.at[parity, 0], jnp.log(total) + top - picked)
     _store(met.at[parity, 1], jnp.where(picked >= top, 1.0, 0.0))
     plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[s])
+    plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[m, s])
     update(s, 0, split)
     return carry
 
   def first():  # The launch's inputs, the steps, W's first tiles, the outputs
-    plgpu.copy_gmem_to_smem(wp_in, wp, tma.at[0])
-    plgpu.copy_gmem_to_smem(onehot_in.at[0], onehot, tma.at[1])
-    plgpu.copy_gmem_to_smem(mask_in, mask, tma.at[2])
+    plgpu.copy_gmem_to_smem(wp_in.at[m], wp, tma.at[0])
+    plgpu.copy_gmem_to_smem(onehot_in.at[data, 0], onehot, tma.at[1])
+    plgpu.copy_gmem_to_smem(mask_in.at[m], mask, tma.at[2])
     for j in range(TILES):
       fetch_x(0, j)
     plgpu.barrier_wait(tma.at[0])
@@ -199,7 +208,7 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
     if warpgroups == 2:
       plgpu.barrier_wait(w_done)  # The second warpgroup's tiles of the last step
     plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(wp, wp_out)
+    plgpu.copy_smem_to_gmem(wp, wp_out.at[m])
     plgpu.wait_smem_to_gmem(0)
 
   def second():  # W's tiles split .. 12: their update, and their part of the next forward
@@ -227,18 +236,24 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
 
 
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float, parts: int, interpret: tuple | None = None):
-  """The kernel; ``interpret``: None (compiled), else the items of Mosaic GPU's
-  ``InterpretGPUParams``."""
+def _call(steps: int, lr: float | None, parts: int, interpret: tuple | None = None,
+          members: int = 1, shared: bool = True):
+  """The kernel for ``members`` networks, a CTA each (W, the mask rows and the metrics with a
+  leading member axis; the batches with one of 1 if ``shared``, else of ``members``); ``lr``
+  None: each network's own, from row 1 of its mask rows. ``interpret``: None (compiled), else
+  the items of Mosaic GPU's ``InterpretGPUParams``."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   warpgroups = WARPGROUPS
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, warpgroups=warpgroups,
-                        ptx=interpret is None),
-      out_type=(jax.ShapeDtypeStruct((PADDED, 3 * LANES), bf16),
-                jax.ShapeDtypeStruct((steps, 2, BATCH), f32)),
+                        ptx=interpret is None, shared=shared),
+      out_type=(jax.ShapeDtypeStruct((members, PADDED, 3 * LANES), bf16),
+                jax.ShapeDtypeStruct((members, steps, 2, BATCH), f32)),
+      # A CTA a network: they share nothing (but the batches, if ``shared``); those that do not
+      # fit on the GPU at once (one a SM: each takes most of its shared memory) wait for a free SM.
+      grid=(members,), grid_names=("member",),
       num_threads=warpgroups, thread_name="wg",
       # Pallas' own barriers around stores kept (cluster_mlp_mgpu drops them for speed, with
       # barriers of its own where threads hand data over): to drop once checked on a GPU.
@@ -250,8 +265,8 @@ def _call(steps: int, lr: float, parts: int, interpret: tuple | None = None):
           plgpu.SMEM((BATCH, 3 * LANES), bf16, transforms=tiles),  # dz's parts side by side
           plgpu.SMEM((BATCH, LANES), f32),  # the second warpgroup's part of z
           plgpu.SMEM((BATCH, LANES), f32),  # the one-hot labels (0 and 1)
-          # Row 0: 0 for a class, -inf for a padded one (two rows: a copy moves at least
-          # 128 bytes, one a thread of the warpgroup)
+          # Row 0: 0 for a class, -inf for a padded one; row 1: a population's network's
+          # learning rate (a copy moves at least 128 bytes: one a thread of the warpgroup)
           plgpu.SMEM((2, LANES), f32),
           plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
           plgpu.Barrier(num_barriers=3),  # W, the labels, the mask
@@ -286,21 +301,49 @@ def batches(x, labels, order, steps: int):
   return xs, onehot.reshape(steps, BATCH, LANES)
 
 
+def _mask_rows(lr=0.0):
+  """Row 0: 0 for the 10 classes, -inf for the padded ones; row 1: ``lr``."""
+  mask = jnp.where(jnp.arange(LANES) < CLASSES, 0.0, -jnp.inf).astype(jnp.float32)
+  return jnp.stack([mask, jnp.full((LANES,), lr, jnp.float32)])
+
+
+def _interpret_items(interpret) -> tuple | None:
+  return None if interpret is False else tuple(sorted(dict(
+      {} if interpret is True else interpret).items()))
+
+
+def _launch(call, params, masks, xs, onehot):
+  """``call`` on stacked params, mask rows, batches and labels: the members' params, losses
+  (members, steps) and correct counts (members, steps)."""
+  wp, metrics = call(jax.vmap(pack)(params), masks, xs, onehot)
+  losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])  # a fixed order
+  correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
+  return jax.vmap(unpack)(wp), losses, correct
+
+
 def train_steps(params, xs, onehot, lr: float, precision: str = "float32",
                 interpret: bool | dict = False):
   """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params, losses
   (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
   ``interpret``: Mosaic GPU's interpreter on the CPU (jax 0.11 and newer), True or a dict of
   its ``InterpretGPUParams`` (e.g. ``{"detect_races": True}``)."""
-  mask = jnp.where(jnp.arange(LANES) < CLASSES, 0.0, -jnp.inf).astype(jnp.float32)
-  mask = jnp.broadcast_to(mask, (2, LANES))
-  settings = None if interpret is False else tuple(sorted(dict(
-      {} if interpret is True else interpret).items()))
-  wp, metrics = _call(xs.shape[0], float(lr), PARTS[precision], settings)(
-      pack(params), mask, xs, onehot)
-  losses = jax.vmap(common.fixed_order_mean)(metrics[:, 0])  # a fixed order of adds
-  correct = jnp.sum(metrics[:, 1], axis=1).astype(jnp.int32)
-  return unpack(wp), losses, correct
+  call = _call(xs.shape[0], float(lr), PARTS[precision], _interpret_items(interpret))
+  one = lambda a: a[None]  # A population of one; its learning rate is the kernel's constant.
+  params, losses, correct = _launch(call, jax.tree.map(one, params), one(_mask_rows()),
+                                    one(xs), one(onehot))
+  return jax.tree.map(lambda a: a[0], params), losses[0], correct[0]
+
+
+def train_population(params, xs, onehot, lrs, precision: str = "float32",
+                     interpret: bool | dict = False):
+  """A population's ``steps`` SGD steps in one launch, a CTA a network: params stacked on a
+  leading member axis, the batches of ``batches`` stacked one a member (each its own order) or
+  with a leading axis of 1 (all members on the same batches), and each member's learning rate
+  ``lrs`` (members,). Returns (params, losses (members, steps), correct counts (members,
+  steps)); a member's numbers are those of ``train_steps`` alone at its learning rate."""
+  members, shared = lrs.shape[0], xs.shape[0] == 1
+  call = _call(xs.shape[1], None, PARTS[precision], _interpret_items(interpret), members, shared)
+  return _launch(call, params, jax.vmap(_mask_rows)(lrs), xs, onehot)
 
 
 def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: str = "float32"):
