@@ -200,19 +200,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   # turns in one memory, so that x, W0 and the rest fit in the 227 KB of shared memory.
   (lhs, rhs), sums, zb = backward_buffers
 
-  def split3(a):
-    """a as three bfloat16 parts that add up to it exactly (``dense_mgpu.split3``), here by
-    the hardware's conversion (round to nearest even, as split3's integer rounding) and back:
-    fewer instructions (a faster float32 step, the same bits). split3
-    rounds in integers because XLA drops a float32 -> bfloat16 -> float32 round trip; the
-    interpreter runs through XLA, so it keeps split3."""
-    if not ptx:
-      return dense_mgpu.split3(a)
-    parts = []
-    for _ in range(3):
-      parts.append(a.astype(jnp.bfloat16))
-      a = a - parts[-1].astype(f32)  # exact: what is left has at most 16 (then 8) bits
-    return parts
+  def split3(a):  # Three bfloat16 parts that add up to a exactly
+    return dense_mgpu.split3_in_kernel(a, ptx)
 
   def rows(v):  # (64,) -> (64, 16): v down the rows
     return lax.broadcast_in_dim(v, (BATCH, LANES), [0])
@@ -626,17 +615,22 @@ def _with_bias(w0, b0):
   return jnp.concatenate([w0, b0[None], jnp.zeros((PADDED - INPUTS - 1, w0.shape[1]), w0.dtype)])
 
 
-def batches(x, labels, order, steps: int):
-  """The epoch's batches as the kernel takes them: pixels (steps, 64, 832) in bfloat16 (the
-  uint8 values, exactly; input 784 is 255, b0's, the rest 0) and one-hot labels (steps, 10,
-  64) in bfloat16, class by class."""
+def pixel_batches(x, order, steps: int):
+  """The epoch's pixels as the kernels take them (this one and ``logreg_mgpu``): (steps, 64,
+  832) in bfloat16, the uint8 values exactly; input 784 is 255 (b0's), the rest 0."""
   idx = order[:steps * BATCH]
   pad = jnp.zeros((steps * BATCH, PADDED - INPUTS), jnp.bfloat16).at[:, 0].set(255)
-  xs = jnp.concatenate([x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16), pad],
-                       axis=1).reshape(steps, BATCH, PADDED)
+  return jnp.concatenate([x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16), pad],
+                         axis=1).reshape(steps, BATCH, PADDED)
+
+
+def batches(x, labels, order, steps: int):
+  """The epoch's batches as the kernel takes them: pixels (``pixel_batches``) and one-hot
+  labels (steps, 10, 64) in bfloat16, class by class."""
+  idx = order[:steps * BATCH]
   onehot = jax.nn.one_hot(labels[idx], CLASSES, dtype=jnp.bfloat16)  # 0 and 1, exactly
   onehot = onehot.reshape(steps, BATCH, CLASSES)
-  return xs, onehot.transpose(0, 2, 1)
+  return pixel_batches(x, order, steps), onehot.transpose(0, 2, 1)
 
 
 def train_steps(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False,

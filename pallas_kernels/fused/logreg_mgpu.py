@@ -49,6 +49,8 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
+from pallas_kernels.fused.cluster_mlp_mgpu import pixel_batches
+from pallas_kernels.ops import dense_mgpu
 from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
@@ -91,14 +93,8 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
   used = pl.ds(0, LANES * parts)  # The parts' columns the products take.
   split = SPLIT if warpgroups == 2 else TILES
 
-  def split3(a):  # As cluster_mlp_mgpu's: the hardware's rounding on the GPU, the same bits.
-    if not ptx:
-      return common.split3(a)
-    out = []
-    for _ in range(3):
-      out.append(a.astype(jnp.bfloat16))
-      a = a - out[-1].astype(f32)
-    return out
+  def split3(a):  # Three bfloat16 parts that add up to a exactly
+    return dense_mgpu.split3_in_kernel(a, ptx)
 
   def rows(v):  # (64,) -> (64, 16): v down the rows
     return lax.broadcast_in_dim(v, (BATCH, LANES), [0])
@@ -290,15 +286,12 @@ def unpack(wp):
 
 
 def batches(x, labels, order, steps: int):
-  """The epoch's batches as the kernel takes them: pixels (steps, 64, 832) in bfloat16 (the
-  uint8 values, exactly; input 784 is 255, b's, the rest 0) and one-hot labels (steps, 64, 16)
+  """The epoch's batches as the kernel takes them: pixels as the MLP's kernel's
+  (``cluster_mlp_mgpu.pixel_batches``: input 784 is 255, b's) and one-hot labels (steps, 64, 16)
   in float32 (loaded as the float32 sums of z are: a path of the MLP's kernel)."""
   idx = order[:steps * BATCH]
-  pad = jnp.zeros((steps * BATCH, PADDED - INPUTS), jnp.bfloat16).at[:, 0].set(255)
-  xs = jnp.concatenate([x[idx].reshape(steps * BATCH, INPUTS).astype(jnp.bfloat16), pad],
-                       axis=1).reshape(steps, BATCH, PADDED)
   onehot = jax.nn.one_hot(labels[idx], LANES, dtype=jnp.float32)
-  return xs, onehot.reshape(steps, BATCH, LANES)
+  return pixel_batches(x, order, steps), onehot.reshape(steps, BATCH, LANES)
 
 
 def _mask_rows(lr=0.0):
