@@ -140,6 +140,14 @@ def fixed_order_mean(v):
   return fixed_order_sum(v) / v.shape[0]
 
 
+def step_metrics(metrics):
+  """Each step's mean loss and correct count from the per-row losses and correct flags an epoch
+  kernel wrote, ``metrics`` (members, steps, 2, rows): losses (members, steps) added in a fixed
+  order (the same bits in every process) and counts (members, steps), int32."""
+  losses = jax.vmap(jax.vmap(fixed_order_mean))(metrics[:, :, 0])
+  return losses, jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
+
+
 def _i32(v):
   """An index as int32, the type of program ids, also for Python ints when x64 is enabled."""
   return np.int32(v) if isinstance(v, int) else v.astype(jnp.int32)

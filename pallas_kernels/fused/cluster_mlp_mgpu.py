@@ -707,10 +707,7 @@ def _launch(call, params, lrs, xs, onehot):
   w0p, small = jax.vmap(_pack)(params, lrs)
   # (A network of several groups: one batch and metrics row, and its groups' sums, unread.)
   w0p, small, metrics, *_ = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
-  # The same bits in every process: a fixed order of adds.
-  losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
-  correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
-  return jax.vmap(_unpack)(w0p, small), losses, correct
+  return (jax.vmap(_unpack)(w0p, small), *common.step_metrics(metrics))
 
 
 def train_population(params, xs, onehot, lrs, precision: str = "float32", twin: bool = False):

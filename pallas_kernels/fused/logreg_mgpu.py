@@ -309,9 +309,7 @@ def _launch(call, params, masks, xs, onehot):
   """``call`` on stacked params, mask rows, batches and labels: the members' params, losses
   (members, steps) and correct counts (members, steps)."""
   wp, metrics = call(jax.vmap(pack)(params), masks, xs, onehot)
-  losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])  # a fixed order
-  correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
-  return jax.vmap(unpack)(wp), losses, correct
+  return (jax.vmap(unpack)(wp), *common.step_metrics(metrics))
 
 
 def train_steps(params, xs, onehot, lr: float, precision: str = "float32",
