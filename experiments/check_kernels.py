@@ -647,7 +647,9 @@ def logreg_cases(rng, interpret, steps=20):
     yield "logreg 784-10 1 step", precision, _distance(losses, jax.tree.leaves(got), *ref1)
   # A population of three, a CTA each, each its own batches and learning rate: each against
   # float64, and member 1 (lr 0.1, the inputs above) against the single run (the same bits).
-  lrs = [0.05, lr, 0.2]
+  # (Not 0.2: on these random pixels it blows up, losses near 12 by step 20, and float32 runs
+  # part by 2e-4 from float64 there: a chaotic draw, not a measure of the kernel.)
+  lrs = [0.05, lr, 0.02]
   orders = [rng.permutation(n).astype(np.int32), order, rng.permutation(n).astype(np.int32)]
   data = [logreg_mgpu.batches(jnp.asarray(x), jnp.asarray(y), o, steps) for o in orders]
   stacked = jax.tree.map(lambda a: jnp.stack([a] * 3), params)

@@ -10,15 +10,15 @@ picks, among the paths that can, the one to take, and says why in one line. The 
   epoch     the MLP family's whole epoch in one launch (``jaxshallow.fused.epoch``): on a Hopper
             GPU thread-block clusters where a cluster kernel takes the network
             (``cluster_mlp_mgpu``: a cluster per 256 hidden units, up to 7;
-            ``cluster_epoch_mgpu``), else a grid of programs meeting at grid barriers
-            (``mlp_epoch``)
+            ``cluster_epoch_mgpu``) or one CTA (``logreg_mgpu``: softmax regression), else a
+            grid of programs meeting at grid barriers (``mlp_epoch``)
   xla       no Pallas kernel: the xla impl's step, where every Pallas path measured slower
             than XLA on this network (``MEASURED``), so that the default is never slower
 
 and inside the op kernels, per layer: the dense layer's Hopper tiles (``ops.dense_mgpu``) for
 large batches, and the output layer fused with its loss (``ops.dense_xent``) where the classes
 fit. A population (``jaxshallow.population``) takes, on Hopper, a cluster kernel a member for
-the reference MLP, else its own step kernels or the op kernels under ``vmap``. Each rule below
+the reference MLP (a CTA a member for softmax regression), else its own step kernels or the op kernels under ``vmap``. Each rule below
 was measured on an H100; docs/design/ has the figures.
 """
 
@@ -156,7 +156,8 @@ def describe(cfg) -> str:
   if cfg.impl != "pallas":
     return cfg.impl
   if cfg.fusion == "epoch":
-    return "epoch kernel (grid)" if _epoch_kernel_of(cfg) == "grid" else "cluster kernel"
+    return {"grid": "epoch kernel (grid)", "logreg": "epoch kernel (one CTA)"}.get(
+        _epoch_kernel_of(cfg), "cluster kernel")
   return {"step": "step kernels", "ops": "op kernels",
           "xla": "xla (no Pallas kernel faster)"}[cfg.fusion]
 
@@ -164,10 +165,11 @@ def describe(cfg) -> str:
 def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
                  precision: str, dtype) -> str:
   """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (thread-block
-  clusters, Hopper only) where one takes it, else "grid" (``mlp_epoch``). The
-  regression nets' cluster kernel only in float32: at tf32 and bfloat16 the grid kernel was as
-  fast. The MLP's at every precision, with a jax whose Mosaic GPU compiles it."""
-  from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu
+  clusters, Hopper only) or "logreg" (softmax regression in one CTA, Hopper only) where one
+  takes it, else "grid" (``mlp_epoch``). The regression nets' cluster kernel only in float32: at
+  tf32 and bfloat16 the grid kernel was as fast. The MLP's at every precision, with a jax whose
+  Mosaic GPU compiles it."""
+  from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu, logreg_mgpu
   from pallas_kernels.ops import dense_mgpu
   if not dense_mgpu.on_hopper():
     return "grid"
@@ -178,7 +180,15 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
   if (head == "xent" and cluster_mlp_mgpu.lowers() is None
       and cluster_mlp_mgpu.problem(widths, batch_size, wide=True, **net) is None):
     return "cluster_mlp"
+  if (head == "xent" and precision in LOGREG_PRECISIONS
+      and logreg_mgpu.problem(widths, batch_size, **net) is None):
+    return "logreg"
   return "grid"
+
+
+# The precisions at which softmax regression's one-CTA kernel (``logreg_mgpu``) trained faster
+# than the grid epoch kernel on the H100 (docs/design/cluster_kernels.md).
+LOGREG_PRECISIONS = ("float32",)
 
 
 # From this many rows the dense layer's forward and dW ran faster as Hopper wgmma tiles

@@ -101,7 +101,7 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
                                          dtype=params[0]["w"].dtype))
     if why:
       raise ValueError(f"fusion='cluster' cannot train this population: {why}")
-    train.check_inputs(member(params, 0), images, labels, models.MLP,
+    train.check_inputs(member(params, 0), images, labels, model,
                        names=("images", "labels"))
     params, metrics = fused_population.train_epoch_clusters(
         params, images, labels, orders, lrs, batch_size=batch_size, precision=precision)

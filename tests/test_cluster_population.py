@@ -103,3 +103,54 @@ def test_what_the_cluster_path_cannot_take_is_one_line(monkeypatch):
     with pytest.raises(ValueError, match="float32, not float64") as e:
       run(p64, images)
   assert "\n" not in str(e.value)
+
+
+def test_softmax_regression_population_gives_each_member_its_own_run(monkeypatch):
+  """Softmax regression's population (a CTA a member, logreg_mgpu): 5 members in chunks of 2,
+  each member's params, loss and accuracy those of its own run of the kernel's twin, in float64
+  within 1e-10."""
+  from pallas_kernels.fused import logreg_mgpu
+  monkeypatch.setattr(fused_population, "LOGREG_CHUNK", 2)
+  rng = np.random.default_rng(1)
+  members, steps = 5, 3
+  n = steps * 64 + 7
+  x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+  y = rng.integers(0, 10, n).astype(np.int32)
+  orders = np.stack([rng.permutation(n) for _ in range(members)]).astype(np.int32)
+  lrs = np.asarray([0.01, 0.02, 0.05, 0.1, 0.03])
+  with jax.enable_x64(True):
+    params = [jax.tree.map(lambda a: jnp.asarray(a, jnp.float64),
+                           mlp.init_mlp(jax.random.key(i), (784, 10))) for i in range(members)]
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
+    got, metrics = fused_population.train_epoch_clusters(
+        stacked, jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), jnp.asarray(lrs),
+        batch_size=64, precision="float32", twin=True)
+    for i in range(members):
+      xs, onehot = logreg_mgpu.batches(jnp.asarray(x.reshape(n, -1)), jnp.asarray(y), orders[i],
+                                       steps)
+      want, losses, correct = logreg_mgpu.reference(
+          params[i], xs.astype(jnp.float64), onehot.astype(jnp.float64), lrs[i])
+      for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-10, atol=1e-13)
+      want_m = fused_epoch.epoch_metrics(losses, correct, 64)
+      np.testing.assert_allclose(float(metrics["loss"][i]), float(want_m["loss"]), rtol=1e-10)
+      np.testing.assert_allclose(float(metrics["accuracy"][i]), float(want_m["accuracy"]),
+                                 rtol=1e-12)
+
+
+def test_softmax_regression_takes_its_one_cta_kernel_on_hopper(monkeypatch):
+  """On a Hopper GPU (pretended here) softmax regression at batch 64, SGD, float32 takes
+  logreg_mgpu, alone ("logreg") and as a population ("cluster"); another batch, optimizer or
+  precision the grid epoch kernel (alone) or the population kernels (a population)."""
+  from jaxshallow import paths
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  cfg = config.resolve(config.Config(impl="pallas", model="logreg"))
+  kernel = lambda **kw: paths._epoch_kernel_of(dataclasses.replace(cfg, **kw))
+  assert kernel() == "logreg"
+  assert paths.describe(paths.resolve(cfg)) == "epoch kernel (one CTA)"
+  assert kernel(batch_size=128) == "grid"
+  assert kernel(optimizer="momentum", lr=0.05) == "grid"
+  assert kernel(precision="bfloat16") == "grid"
+  pop = lambda **kw: population_run._population_cfg(dataclasses.replace(cfg, **kw), 64).fusion
+  assert pop() == "cluster"
+  assert pop(batch_size=128) != "cluster"

@@ -6,7 +6,8 @@ that meet at grid-wide barriers (``pallas_kernels.fused.mlp_epoch``; any depth, 
 or Adam, batches up to its ``MAX_BATCH``), and on a Hopper GPU, for the networks they take,
 thread-block clusters (``cluster_mlp_mgpu``: 784-H-10 for H up to 1792 at batch 64, plain
 SGD, a cluster per 256 hidden units; ``cluster_epoch_mgpu``: the regression net 32-H-1 at
-batch 256, plain SGD, float32, up to 512 units in one cluster, 1024 in two). On a GPU
+batch 256, plain SGD, float32, up to 512 units in one cluster, 1024 in two), and one CTA for
+softmax regression (``logreg_mgpu``: batch 64, plain SGD). On a GPU
 the grid kernel runs compiled, one launch a call (``run``: an epoch; ``run_epochs``: several,
 one after another); elsewhere the same phase code runs in interpret mode, one call per phase
 and step (slow, for tests).
@@ -104,8 +105,8 @@ def widths_of(params) -> tuple[int, ...]:
 
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
         precision: str, model, kernel: str = "grid"):
-  """One epoch through ``kernel`` (``paths.epoch_kernel``'s choice: "grid", "cluster_mlp" or
-  "cluster_epoch"); the other arguments are those of ``train.train_epoch``."""
+  """One epoch through ``kernel`` (``paths.epoch_kernel``'s choice: "grid", "cluster_mlp",
+  "cluster_epoch" or "logreg"); the other arguments are those of ``train.train_epoch``."""
   params, opt_state, losses, correct = _train(
       params, opt_state, images, labels, order, tx=tx, steps=steps, batch_size=batch_size,
       precision=precision, model=model, kernel=kernel)
@@ -134,19 +135,23 @@ def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_si
   """``steps`` steps on ``order``'s batches; returns params, opt_state and each step's loss
   and correct count (None for the regression net)."""
   from pallas_kernels import common
-  from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu, mlp_epoch
+  from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu, logreg_mgpu, mlp_epoch
   name = optimizer_name(tx, "epoch")
   widths = widths_of(params)
   why = problem(model.name, widths[-1], batch_size, name)
   if why:
     raise ValueError(f"fusion='epoch' cannot train this: {why}")
   x = images.reshape(images.shape[0], -1)
-  if kernel == "cluster_mlp" and x.dtype != jnp.uint8:
-    kernel = "grid"  # The cluster kernel takes uint8 pixels (integers, exact in bfloat16).
+  if kernel in ("cluster_mlp", "logreg") and x.dtype != jnp.uint8:
+    kernel = "grid"  # These kernels take uint8 pixels (integers, exact in bfloat16).
   if kernel == "cluster_epoch":
     params, losses = cluster_epoch_mgpu.train_epoch(params, x, labels, order, tx.lr,
                                                     steps=steps, use_kernel=True)
     return params, opt_state, losses, None
+  if kernel == "logreg":
+    params, losses, correct = logreg_mgpu.train_epoch(params, x, labels, order, tx.lr,
+                                                      steps=steps, precision=precision)
+    return params, opt_state, losses, correct
   if kernel == "cluster_mlp":
     params, losses, correct = cluster_mlp_mgpu.train_epoch(params, x, labels, order, tx.lr,
                                                            steps=steps, precision=precision)

@@ -6,7 +6,8 @@
   which moves the members' hidden-layer weights through memory twice a step where the op kernels
   under ``vmap`` move them three times.
 - ``train_epoch_clusters``: every member's epoch through the single network's cluster kernel
-  (``cluster_mlp_mgpu``, Hopper), a thread-block cluster a member, in one launch.
+  (``cluster_mlp_mgpu``, Hopper), a thread-block cluster a member, in one launch; softmax
+  regression's through its one-CTA kernel (``logreg_mgpu``), a CTA a member.
 """
 
 from __future__ import annotations
@@ -66,35 +67,43 @@ def train_epoch(params, images, labels, order, lr, *, batch_size: int, precision
 # A cluster a member --------------------------------------------------------------------------
 
 CLUSTER_CHUNK = 64  # Members a launch: their batches (100 MB each for MNIST) gathered per launch.
+LOGREG_CHUNK = 132  # Softmax regression's: a CTA a member, an H100's SMs at once
 
 
 def cluster_problem(model: str, widths, optimizer: str, batch_size: int, has_bias: bool,
                     dtype=jnp.float32) -> str | None:
-  """Why the cluster kernel (``cluster_mlp_mgpu``, a cluster a member) cannot train this
-  population here, or None if it can."""
-  from pallas_kernels.fused import cluster_mlp_mgpu
+  """Why no kernel of a cluster (or CTA) a member can train this population here, or None if
+  one can: the MLP's cluster kernel (``cluster_mlp_mgpu``), softmax regression's one-CTA kernel
+  (``logreg_mgpu``)."""
+  from pallas_kernels.fused import cluster_mlp_mgpu, logreg_mgpu
   from pallas_kernels.ops import dense_mgpu
-  if model != "mlp":
-    return f"it trains the MLP, not the {model}"
+  if model not in ("mlp", "logreg"):
+    return f"it trains the MLP and softmax regression, not the {model}"
   if not dense_mgpu.on_hopper():
     return "it runs on Hopper GPUs only"
-  return cluster_mlp_mgpu.lowers() or cluster_mlp_mgpu.problem(
-      widths, batch_size, bias=has_bias, optimizer=optimizer, dtype=dtype)
+  net = dict(bias=has_bias, optimizer=optimizer, dtype=dtype)
+  if model == "logreg":
+    return logreg_mgpu.problem(widths, batch_size, **net)
+  return cluster_mlp_mgpu.lowers() or cluster_mlp_mgpu.problem(widths, batch_size, **net)
 
 
 def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int,
                          precision: str, twin: bool = False):
   """Every member's epoch through ``cluster_mlp_mgpu.train_population``: each member the
   single network's cluster kernel, the members' clusters in one launch of at most
-  ``CLUSTER_CHUNK`` (more in a ``lax.map`` over equal chunks, the last padded with copies of
+  ``CLUSTER_CHUNK`` (softmax regression: ``logreg_mgpu.train_population``, a CTA a member, at
+  most ``LOGREG_CHUNK``; more in a ``lax.map`` over equal chunks, the last padded with copies of
   member 0 whose results are dropped). Returns (params, metrics), as ``train_epoch`` under vmap.
   ``twin``: the kernel's plain-jnp twin in its place (``train_population``), for the CPU."""
   from jaxshallow.fused import epoch as fused_epoch
-  from pallas_kernels.fused import cluster_mlp_mgpu as cm
+  from pallas_kernels.fused import cluster_mlp_mgpu, logreg_mgpu
   x = images.reshape(images.shape[0], -1)
   members, n = orders.shape
   steps = n // batch_size
-  chunks = -(-members // CLUSTER_CHUNK)
+  # Softmax regression: a CTA a member (``logreg_mgpu``), as many at once as an H100 has SMs.
+  cm, most = ((logreg_mgpu, LOGREG_CHUNK) if len(jax.tree.leaves(params)) == 2
+              else (cluster_mlp_mgpu, CLUSTER_CHUNK))
+  chunks = -(-members // most)
   size = -(-members // chunks)
   pad = chunks * size - members
 

@@ -12,12 +12,12 @@ W (784, 10) and b sit in one (832, 16) matrix: b as row 784 (the images' input 7
 x W / 255 adds b, and that row's update is b's), zeros to 832 rows (13 tiles of 64 inputs) and
 16 classes (a wgmma N). A step:
 
-  forward    z = x W / 255, a (64, 16) wgmma product over W's 13 tiles: 0 .. 4 by the first
-             warpgroup, 5 .. 12 by the second (its part of z handed over in shared memory)
+  forward    z = x W / 255, a (64, 16) wgmma product over W's 13 tiles: 0 .. 5 by the first
+             warpgroup, 6 .. 12 by the second (its part of z handed over in shared memory)
   softmax    over the 10 classes (the 6 padded ones masked off), the loss, whether the top
              class is the label's, and dz = (softmax - onehot) / 64
   backward   dW = x^T dz / 255 as thirteen (64, 16) wgmma products, each tile of W updated as
-             soon as its product is done: tiles 0 .. 4 by the first warpgroup, 5 .. 12 by the
+             soon as its product is done: tiles 0 .. 5 by the first warpgroup, 6 .. 12 by the
              second, which then takes its part of the next step's forward
 
 Products keep float32's accuracy on the tensor cores as in ``cluster_mlp_mgpu``: the pixels are
@@ -34,9 +34,11 @@ takes it as a constant) and batches (its own, or the population's shared ones) b
 ``lax.axis_index("member")``; the CTAs share nothing, one a SM at once (an H100 holds 132).
 
 ``reference`` is its plain-jnp twin. ``interpret`` runs it in Mosaic GPU's interpreter on the CPU
-(jax 0.11 and newer), both warpgroups, with its race detector if asked (the CPU tests do). Its
-check on a GPU is ``experiments.check_kernels --only=logreg``; written 2026-11-27 and not yet run
-on one, so ``jaxshallow.paths`` does not take it yet.
+(jax 0.11 and newer), both warpgroups, with its race detector if asked. Its check on a GPU is
+``experiments.check_kernels --only=logreg``. On the H100 (jax 0.11.2) an epoch of 937 steps took
+4.40 ms against the grid epoch kernel's 4.86 (``mlp_epoch``, one process), compiled in about 2 s
+against its 26, so ``jaxshallow.paths`` takes it for this network on Hopper, and a population
+of it a CTA a member (docs/design/cluster_kernels.md, populations.md).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
+from pallas_kernels.fused import cluster_mlp_mgpu
 from pallas_kernels.fused.cluster_mlp_mgpu import pixel_batches
 from pallas_kernels.ops import dense_mgpu
 from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
@@ -57,11 +60,22 @@ BATCH = 64  # wgmma's M: one warpgroup's rows.
 INPUTS = 784
 PADDED = 832  # 13 tiles of 64 inputs; input 784 is b's (x = 255).
 TILES = PADDED // 64
-SPLIT = 5  # W's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
+# W's tiles 0 .. 5 are the first warpgroup's (its part of the forward), 6 .. 12 the second's:
+# of 4 to 7, 6 and 7 ran fastest (docs/design/cluster_kernels.md).
+SPLIT = 6
 CLASSES = 10
 LANES = 16  # Classes padded to a wgmma N.
 PARTS = {"float32": 3, "tf32": 2, "bfloat16": 1}  # bfloat16 parts of W and dz in the products
 WARPGROUPS = 2  # 1: the first warpgroup does every tile (for a probe)
+# Measured on the H100 (jax 0.11.2, 2026-11-27; docs/design/cluster_kernels.md), each the same
+# bits: Pallas' barrier around every store to shared memory dropped (the kernel has its own
+# where threads hand data over, as ``cluster_mlp_mgpu``): 5.99 -> 5.22 ms an epoch; ``sync`` a
+# bare barrier of the warpgroup (PTX) where no thread's store is read by the tensor cores or a
+# copy, without ``commit_smem``'s proxy fence: 4.91. Knobs for probes (read when a kernel is
+# built: ``_call.cache_clear()`` after a change); SEMANTICS None: ``cluster_mlp_mgpu.semantics``.
+NO_AUTO_BARRIERS = True
+BARE_SYNC = True
+SEMANTICS = None
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -124,7 +138,14 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.copy_gmem_to_smem(x_in.at[data, s, :, tile(j)], x.at[j], x_tiles.at[j])
 
   def sync():  # A barrier of the warpgroup: its threads hand data over in shared memory.
-    plgpu.commit_smem()
+    if not (ptx and BARE_SYNC):
+      return plgpu.commit_smem()
+    from jax.experimental.mosaic.gpu import utils as mgpu_utils
+
+    @plgpu.inline_mgpu()
+    def emit(ctx):
+      mgpu_utils.warpgroup_barrier()
+    emit()
 
   def forward(first, last):  # z's part from W's tiles first .. last - 1 (not yet / 255)
     def product(acc):
@@ -251,9 +272,10 @@ def _call(steps: int, lr: float | None, parts: int, interpret: tuple | None = No
       # fit on the GPU at once (one a SM: each takes most of its shared memory) wait for a free SM.
       grid=(members,), grid_names=("member",),
       num_threads=warpgroups, thread_name="wg",
-      # Pallas' own barriers around stores kept (cluster_mlp_mgpu drops them for speed, with
-      # barriers of its own where threads hand data over): to drop once checked on a GPU.
-      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+      compiler_params=plgpu.CompilerParams(
+          lowering_semantics=(getattr(plgpu.LoweringSemantics, SEMANTICS) if SEMANTICS
+                              else cluster_mlp_mgpu.semantics()),
+          unsafe_no_auto_barriers=NO_AUTO_BARRIERS),
       **({} if interpret is None else {"interpret": plgpu.InterpretGPUParams(**dict(interpret))}),
       scratch_types=[
           plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),  # x, by tiles of 64 inputs
@@ -326,13 +348,19 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32",
 
 
 def train_population(params, xs, onehot, lrs, precision: str = "float32",
-                     interpret: bool | dict = False):
+                     interpret: bool | dict = False, twin: bool = False):
   """A population's ``steps`` SGD steps in one launch, a CTA a network: params stacked on a
   leading member axis, the batches of ``batches`` stacked one a member (each its own order) or
   with a leading axis of 1 (all members on the same batches), and each member's learning rate
   ``lrs`` (members,). Returns (params, losses (members, steps), correct counts (members,
-  steps)); a member's numbers are those of ``train_steps`` alone at its learning rate."""
+  steps)); a member's numbers are those of ``train_steps`` alone at its learning rate.
+  ``twin``: ``reference`` for each member in the kernel's place (the CPU tests of what is
+  around it)."""
   members, shared = lrs.shape[0], xs.shape[0] == 1
+  if twin:
+    dtype = params[0]["w"].dtype
+    data = lambda a: jnp.broadcast_to(a, (members, *a.shape[1:])).astype(dtype)
+    return jax.vmap(reference)(params, data(xs), data(onehot), lrs)
   call = _call(xs.shape[1], None, PARTS[precision], _interpret_items(interpret), members, shared)
   return _launch(call, params, jax.vmap(_mask_rows)(lrs), xs, onehot)
 
