@@ -139,9 +139,9 @@ def test_softmax_regression_population_gives_each_member_its_own_run(monkeypatch
 
 
 def test_softmax_regression_takes_its_one_cta_kernel_on_hopper(monkeypatch):
-  """On a Hopper GPU (pretended here) softmax regression at batch 64, SGD, float32 takes
-  logreg_mgpu, alone ("logreg") and as a population ("cluster"); another batch, optimizer or
-  precision the grid epoch kernel (alone) or the population kernels (a population)."""
+  """On a Hopper GPU (pretended here) softmax regression at batch 64, SGD takes logreg_mgpu at
+  every precision, alone ("logreg") and as a population ("cluster"); another batch or optimizer
+  the grid epoch kernel (alone) or the population kernels (a population)."""
   from jaxshallow import paths
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
   cfg = config.resolve(config.Config(impl="pallas", model="logreg"))
@@ -150,7 +150,7 @@ def test_softmax_regression_takes_its_one_cta_kernel_on_hopper(monkeypatch):
   assert paths.describe(paths.resolve(cfg)) == "epoch kernel (one CTA)"
   assert kernel(batch_size=128) == "grid"
   assert kernel(optimizer="momentum", lr=0.05) == "grid"
-  assert kernel(precision="bfloat16") == "grid"
+  assert kernel(precision="bfloat16") == kernel(precision="tf32") == "logreg"
   pop = lambda **kw: population_run._population_cfg(dataclasses.replace(cfg, **kw), 64).fusion
   assert pop() == "cluster"
   assert pop(batch_size=128) != "cluster"
