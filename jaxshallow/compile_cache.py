@@ -213,15 +213,31 @@ MOSAIC_GPU_CALL = "custom_call @mosaic_gpu"
 
 
 def _import_mosaic_gpu() -> None:
-  """Load Mosaic GPU before XLA loads an executable with one of its kernels: a warm run traces
-  nothing, so nothing else imports it, and without it the H100 refused the cached executable
-  ("Failed to lookup host symbol ... anonymous_mosaic_gpu", jax 0.11.2). Measured there, a
-  fresh process: Mosaic GPU itself (0.21 s) is enough, Pallas' front end to it (0.34 s) is not
-  needed, jaxlib's extension alone is not enough. A program without such a kernel skips it."""
+  """Load Mosaic GPU's runtime before XLA loads an executable with one of its kernels: a warm run
+  traces nothing, so nothing else imports it, and without it the H100 refused the cached
+  executable ("Failed to lookup host symbol ... anonymous_mosaic_gpu", jax 0.11.2). What
+  importing Mosaic GPU's Python does for that is to point the custom call at its runtime library
+  (``MOSAIC_GPU_RUNTIME_LIB_PATH``, beside jaxlib's Mosaic GPU extension): done here without
+  the rest of that import (LIGHT_MOSAIC_IMPORT; docs/design/time_to_result.md), else the
+  import itself. A program without such a kernel skips it."""
+  if LIGHT_MOSAIC_IMPORT:
+    try:
+      from jax._src.lib import mosaic_gpu as mosaic_gpu_lib
+      runtime = (pathlib.Path(mosaic_gpu_lib._mosaic_gpu_ext.__file__).parent
+                 / "libmosaic_gpu_runtime.so")
+      if runtime.exists():
+        os.environ.setdefault("MOSAIC_GPU_RUNTIME_LIB_PATH", str(runtime))
+        return
+    except (ImportError, AttributeError):
+      pass
   try:
     import jax.experimental.mosaic.gpu  # noqa: F401
   except ImportError:
     pass
+
+
+# Whether a warm run points Mosaic GPU's custom call at its runtime without importing Mosaic GPU.
+LIGHT_MOSAIC_IMPORT = os.environ.get("JAXSHALLOW_LIGHT_MOSAIC_IMPORT", "1") == "1"
 
 
 def _load(path: pathlib.Path):
