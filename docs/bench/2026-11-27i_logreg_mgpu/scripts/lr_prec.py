@@ -1,6 +1,6 @@
 """logreg_mgpu (the defaults of 2026-11-27) against the grid epoch kernel at each precision, on
 the H100, one process, alternating: ms an epoch of 937 steps (median of 9), compile s."""
-import functools, statistics, time
+import functools, statistics, sys, time
 import jax, jax.numpy as jnp, numpy as np
 from jaxshallow import mlp
 from pallas_kernels.fused import logreg_mgpu as k, mlp_epoch
@@ -10,7 +10,24 @@ x = jnp.asarray(rng.integers(0, 256, (60000, 784), dtype=np.uint8))
 y = jnp.asarray(rng.integers(0, 10, 60000).astype(np.int32))
 order = jnp.asarray(rng.permutation(60000).astype(np.int32))
 params = mlp.init_mlp(jax.random.key(1), (784, 10))
-for precision in ("float32", "tf32", "bfloat16"):
+# argv: precisions (default all three); "sem" times Lane against Warpgroup semantics instead.
+if sys.argv[1:] == ["sem"]:
+  fns = {}
+  for sem in ("Lane", "Warpgroup"):
+    k.SEMANTICS = sem; k._call.cache_clear(); t = time.perf_counter()
+    fns[sem] = jax.jit(functools.partial(k.train_epoch, lr=0.1, steps=937)).lower(params, x, y, order).compile()
+    print(f"{sem} compile {time.perf_counter() - t:.1f} s", flush=True)
+  ts = {n: [] for n in fns}
+  for f in fns.values():
+    jax.block_until_ready(f(params, x, y, order))
+  for _ in range(9):
+    for n, f in fns.items():
+      t = time.perf_counter(); jax.block_until_ready(f(params, x, y, order)); ts[n].append(time.perf_counter() - t)
+  same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(
+      jax.tree.leaves(fns["Lane"](params, x, y, order)), jax.tree.leaves(fns["Warpgroup"](params, x, y, order))))
+  print("ms an epoch: " + ", ".join(f"{n} {1e3 * statistics.median(v):.3f}" for n, v in ts.items()) + f"; same bits {same}", flush=True)
+  sys.exit(0)
+for precision in (sys.argv[1:] or ("float32", "tf32", "bfloat16")):
   t = time.perf_counter()
   fn = jax.jit(functools.partial(k.train_epoch, lr=0.1, steps=937, precision=precision)).lower(
       params, x, y, order).compile()
