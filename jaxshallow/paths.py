@@ -18,8 +18,8 @@ picks, among the paths that can, the one to take, and says why in one line. The 
 and inside the op kernels, per layer: the dense layer's Hopper tiles (``ops.dense_mgpu``) for
 large batches, and the output layer fused with its loss (``ops.dense_xent``) where the classes
 fit. A population (``jaxshallow.population``) takes, on Hopper, a cluster kernel a member for
-the reference MLP (a CTA a member for softmax regression), else its own step kernels or the op kernels under ``vmap``. Each rule below
-was measured on an H100; docs/design/ has the figures.
+the reference MLP (a CTA a member for softmax regression), else its own step kernels or the op
+kernels under ``vmap``. Each rule below was measured on an H100; docs/design/ has the figures.
 """
 
 from __future__ import annotations
@@ -180,16 +180,12 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
   if (head == "xent" and cluster_mlp_mgpu.lowers() is None
       and cluster_mlp_mgpu.problem(widths, batch_size, wide=True, **net) is None):
     return "cluster_mlp"
-  if (head == "xent" and precision in LOGREG_PRECISIONS
-      and logreg_mgpu.problem(widths, batch_size, **net) is None):
+  # Softmax regression's one-CTA kernel trained faster than the grid kernel at every precision on
+  # the H100 (ms an epoch, float32 4.53 against 5.07, tf32 4.41 against 4.99, bfloat16 3.96
+  # against 4.90; docs/design/cluster_kernels.md).
+  if head == "xent" and logreg_mgpu.problem(widths, batch_size, **net) is None:
     return "logreg"
   return "grid"
-
-
-# The precisions at which softmax regression's one-CTA kernel (``logreg_mgpu``) trained faster
-# than the grid epoch kernel on the H100: all three (ms an epoch, float32 4.53 against 5.07,
-# tf32 4.41 against 4.99, bfloat16 3.96 against 4.90; docs/design/cluster_kernels.md).
-LOGREG_PRECISIONS = ("float32", "tf32", "bfloat16")
 
 
 # From this many rows the dense layer's forward and dW ran faster as Hopper wgmma tiles
@@ -224,7 +220,7 @@ STEP_KERNELS_FROM = 32
 def population(cfg, per_device: int) -> Path:
   """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: on a Hopper
   GPU, for the reference MLP, a cluster a member (``fusion="cluster"``, the single network's
-  epoch kernel); else the population step kernels (``fusion="step"``) where they fit and from
+  epoch kernel; for softmax regression a CTA a member); else the population step kernels (``fusion="step"``) where they fit and from
   ``STEP_KERNELS_FROM`` members a device (the CNN: its own step kernels under vmap, where they
   can train it), else the op kernels under vmap. ``--fusion=ops`` asks for the op kernels,
   ``--fusion=step`` for the step kernels at any size, ``--fusion=epoch`` for the cluster kernel

@@ -9,7 +9,8 @@ epoch trains them all: ``jax.vmap`` over the members of the single-network epoch
 ``fusion="step"`` (pallas): one-hidden-layer classifiers trained by plain SGD take a step in two
 kernels instead (``jaxshallow.fused.population``). ``fusion="cluster"`` (pallas, Hopper): the
 reference MLP's members each train in a thread-block cluster of their own, the single network's
-whole-epoch kernel (``cluster_mlp_mgpu``), the members' clusters in one launch.
+whole-epoch kernel (``cluster_mlp_mgpu``), the members' clusters in one launch; softmax
+regression's members a CTA each (``logreg_mgpu``).
 
 Across devices, the member axis is sharded over a one-axis ``Mesh`` ("members"), and
 ``sharded_epoch`` runs the epoch under ``jax.shard_map``: each device trains its own members
@@ -69,7 +70,7 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
   member's own. Returns ``(params, opt_state, metrics)``, each metric one value per member.
   ``fusion="step"``: the population step kernels (see the module's docstring), for the CNN its
   own step kernels under ``vmap``; ``"cluster"``: a cluster kernel a member (Hopper, the
-  reference MLP, uint8 images); ``"xla"``: the xla impl's ops whatever ``impl`` says."""
+  reference MLP, or a CTA a member for softmax regression; uint8 images); ``"xla"``: the xla impl's ops whatever ``impl`` says."""
   if fusion == "xla":
     impl, fusion = "xla", "ops"
   if fusion == "step" and model.name == "cnn":
@@ -104,7 +105,8 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
     train.check_inputs(member(params, 0), images, labels, model,
                        names=("images", "labels"))
     params, metrics = fused_population.train_epoch_clusters(
-        params, images, labels, orders, lrs, batch_size=batch_size, precision=precision)
+        params, images, labels, orders, lrs, batch_size=batch_size, precision=precision,
+        model=model.name)
     return params, opt_state, metrics
   if fusion != "ops":
     raise ValueError(f"fusion must be 'ops', 'step', 'cluster' or 'xla', got {fusion!r}")

@@ -124,7 +124,7 @@ def test_softmax_regression_population_gives_each_member_its_own_run(monkeypatch
     stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
     got, metrics = fused_population.train_epoch_clusters(
         stacked, jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), jnp.asarray(lrs),
-        batch_size=64, precision="float32", twin=True)
+        batch_size=64, precision="float32", model="logreg", twin=True)
     for i in range(members):
       xs, onehot = logreg_mgpu.batches(jnp.asarray(x.reshape(n, -1)), jnp.asarray(y), orders[i],
                                        steps)

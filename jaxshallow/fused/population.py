@@ -67,7 +67,8 @@ def train_epoch(params, images, labels, order, lr, *, batch_size: int, precision
 # A cluster a member --------------------------------------------------------------------------
 
 CLUSTER_CHUNK = 64  # Members a launch: their batches (100 MB each for MNIST) gathered per launch.
-LOGREG_CHUNK = 132  # Softmax regression's: a CTA a member, an H100's SMs at once
+# Softmax regression's: a CTA a member, an H100's SMs at once (their batches: 13 GB a launch).
+LOGREG_CHUNK = 132
 
 
 def cluster_problem(model: str, widths, optimizer: str, batch_size: int, has_bias: bool,
@@ -88,11 +89,11 @@ def cluster_problem(model: str, widths, optimizer: str, batch_size: int, has_bia
 
 
 def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int,
-                         precision: str, twin: bool = False):
+                         precision: str, model: str = "mlp", twin: bool = False):
   """Every member's epoch through ``cluster_mlp_mgpu.train_population``: each member the
   single network's cluster kernel, the members' clusters in one launch of at most
   ``CLUSTER_CHUNK`` (softmax regression: ``logreg_mgpu.train_population``, a CTA a member, at
-  most ``LOGREG_CHUNK``; more in a ``lax.map`` over equal chunks, the last padded with copies of
+  most ``LOGREG_CHUNK``: ``model`` "logreg"; more in a ``lax.map`` over equal chunks, the last padded with copies of
   member 0 whose results are dropped). Returns (params, metrics), as ``train_epoch`` under vmap.
   ``twin``: the kernel's plain-jnp twin in its place (``train_population``), for the CPU."""
   from jaxshallow.fused import epoch as fused_epoch
@@ -101,7 +102,7 @@ def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int
   members, n = orders.shape
   steps = n // batch_size
   # Softmax regression: a CTA a member (``logreg_mgpu``), as many at once as an H100 has SMs.
-  cm, most = ((logreg_mgpu, LOGREG_CHUNK) if len(jax.tree.leaves(params)) == 2
+  cm, most = ((logreg_mgpu, LOGREG_CHUNK) if model == "logreg"
               else (cluster_mlp_mgpu, CLUSTER_CHUNK))
   chunks = -(-members // most)
   size = -(-members // chunks)

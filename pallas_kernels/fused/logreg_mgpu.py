@@ -37,7 +37,7 @@ takes it as a constant) and batches (its own, or the population's shared ones) b
 (jax 0.11 and newer), both warpgroups, with its race detector if asked. Its check on a GPU is
 ``experiments.check_kernels --only=logreg``. On the H100 (jax 0.11.2) an epoch of 937 steps took
 4.40 ms against the grid epoch kernel's 4.86 (``mlp_epoch``, one process), compiled in about 2 s
-against its 26, so ``jaxshallow.paths`` takes it for this network on Hopper, and a population
+against its 15-26, so ``jaxshallow.paths`` takes it for this network on Hopper, and a population
 of it a CTA a member (docs/design/cluster_kernels.md, populations.md).
 """
 
