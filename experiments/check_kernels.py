@@ -671,6 +671,16 @@ def logreg_cases(rng, interpret, steps=20):
                              jax.tree.leaves(single)))
   yield "logreg population member 1 vs its single run: the same bits", "float32", (
       0.0 if same else np.inf)
+  # Four members on two sets of batches (member i on set i mod 2, as members sharing a seed):
+  # member 3 (set 1: the single run's batches, its lr) gives the single run's bits.
+  shared = jax.jit(logreg_mgpu.train_population)(
+      jax.tree.map(lambda a: jnp.stack([a] * 4), params), jnp.stack([data[0][0], data[1][0]]),
+      jnp.stack([data[0][1], data[1][1]]), jnp.asarray([0.05, 0.02, 0.02, lr], jnp.float32))
+  same = all(np.array_equal(np.asarray(a), np.asarray(b))
+             for a, b in zip(jax.tree.leaves(jax.tree.map(lambda a: a[3], shared)),
+                             jax.tree.leaves(single)))
+  yield "logreg 4 members on 2 sets of batches: member 3 = its single run", "float32", (
+      0.0 if same else np.inf)
 
 
 def _cluster_inputs(rng, hidden: int, steps: int):

@@ -4,9 +4,10 @@
   python -m experiments.sweep --seeds=0-15 --lrs=0.1,0.2,0.5 --devices=2 --out=sweep.json
 
 Every (seed, lr) is one member of a population trained in one compiled program (xla; for pallas
-the population step kernels where they fit, else the op kernels under vmap), spread over the
-devices by member; --population_chunk limits how many train at once. --impl=numpy trains them one
-after another.
+the path ``jaxshallow.paths.population`` picks: on a Hopper GPU the reference MLP a cluster a
+member and softmax regression a CTA a member, whose members of one seed share its batches on one
+device), spread over the devices by member; --population_chunk limits how many train at once.
+--impl=numpy trains them one after another.
 
 Classifiers are scored on a holdout of the last --holdout training images (trained on the rest),
 not on the test set, so that a default chosen here is not fitted to the test set. A member whose

@@ -63,14 +63,31 @@ def epoch_orders(seeds, epoch: int, n: int) -> np.ndarray:
   return np.stack([train.epoch_order(int(s), epoch, n) for s in seeds])
 
 
+def order_period(seeds) -> int:
+  """The smallest U that divides the members with seeds[i] == seeds[i mod U] for every member:
+  the orders ``_epoch`` needs are then those of the first U seeds (member i trains on order i
+  mod U). A grid of learning rates by seeds, laid out learning rate by learning rate
+  (``population_run.members``), repeats its seeds with the period of their count."""
+  seeds = [int(s) for s in seeds]
+  return next(u for u in range(1, len(seeds) + 1)
+              if len(seeds) % u == 0 and all(s == seeds[i % u] for i, s in enumerate(seeds)))
+
+
 def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, momentum: float,
            batch_size: int, impl: str = "xla", precision: str = "float32", model=models.MLP,
            blocks=None, fusion: str = "ops"):
-  """One epoch of every member: ``orders`` (members, n) and ``lrs`` (members,) are each
-  member's own. Returns ``(params, opt_state, metrics)``, each metric one value per member.
+  """One epoch of every member: ``lrs`` (members,) are each member's own, ``orders`` (U, n)
+  with U a divisor of the members, member i training on order i mod U (U = members: each its
+  own; fewer where members share a seed, ``order_period``). Returns ``(params, opt_state, metrics)``, each metric one value per member.
   ``fusion="step"``: the population step kernels (see the module's docstring), for the CNN its
   own step kernels under ``vmap``; ``"cluster"``: a cluster kernel a member (Hopper, the
-  reference MLP, or a CTA a member for softmax regression; uint8 images); ``"xla"``: the xla impl's ops whatever ``impl`` says."""
+  reference MLP, or a CTA a member for softmax regression, which gathers each order's batches
+  once; uint8 images); ``"xla"``: the xla impl's ops whatever ``impl`` says."""
+  members, sets = lrs.shape[0], orders.shape[0]
+  if members % sets:
+    raise ValueError(f"{sets} orders do not divide {members} members")
+  if sets < members and not (fusion == "cluster" and model.name == "logreg"):
+    orders = orders[jnp.arange(members) % sets]  # Each member its own row.
   if fusion == "xla":
     impl, fusion = "xla", "ops"
   if fusion == "step" and model.name == "cnn":

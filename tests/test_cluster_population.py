@@ -154,3 +154,69 @@ def test_softmax_regression_takes_its_one_cta_kernel_on_hopper(monkeypatch):
   pop = lambda **kw: population_run._population_cfg(dataclasses.replace(cfg, **kw), 64).fusion
   assert pop() == "cluster"
   assert pop(batch_size=128) != "cluster"
+
+
+def test_members_that_share_a_seed_share_its_batches(monkeypatch):
+  """Softmax regression's population on 3 orders for 6 members (member i on order i mod 3, as a
+  grid of learning rates by seeds is laid out), in chunks of at most 4 (rounded up to whole
+  periods: two chunks of 3): each member its own run of the twin on its order, in float64."""
+  from pallas_kernels.fused import logreg_mgpu
+  monkeypatch.setattr(fused_population, "LOGREG_CHUNK", 4)
+  rng = np.random.default_rng(2)
+  members, sets, steps = 6, 3, 2
+  n = steps * 64 + 3
+  x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+  y = rng.integers(0, 10, n).astype(np.int32)
+  orders = np.stack([rng.permutation(n) for _ in range(sets)]).astype(np.int32)
+  lrs = np.asarray([0.01, 0.01, 0.01, 0.05, 0.05, 0.05])
+  with jax.enable_x64(True):
+    params = [jax.tree.map(lambda a: jnp.asarray(a, jnp.float64),
+                           mlp.init_mlp(jax.random.key(i % sets), (784, 10)))
+              for i in range(members)]
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
+    got, metrics = fused_population.train_epoch_clusters(
+        stacked, jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), jnp.asarray(lrs),
+        batch_size=64, precision="float32", model="logreg", twin=True)
+    for i in range(members):
+      xs, onehot = logreg_mgpu.batches(jnp.asarray(x.reshape(n, -1)), jnp.asarray(y),
+                                       orders[i % sets], steps)
+      want, losses, correct = logreg_mgpu.reference(
+          params[i], xs.astype(jnp.float64), onehot.astype(jnp.float64), lrs[i])
+      for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-10, atol=1e-13)
+      want_m = fused_epoch.epoch_metrics(losses, correct, 64)
+      np.testing.assert_allclose(float(metrics["loss"][i]), float(want_m["loss"]), rtol=1e-10)
+      assert float(metrics["accuracy"][i]) == float(want_m["accuracy"])
+
+
+def test_order_period():
+  """The orders a population needs: one a distinct seed where seeds repeat with a period that
+  divides the members (a grid of learning rates by seeds), else one a member."""
+  from jaxshallow import population as pop
+  assert pop.order_period([0, 1, 2, 0, 1, 2]) == 3
+  assert pop.order_period([5, 5, 5, 5]) == 1
+  assert pop.order_period([0, 1, 2, 3]) == 4
+  assert pop.order_period([0, 1, 0, 1, 0]) == 5  # 2 does not divide 5 members
+  assert pop.order_period([0, 0, 1, 1]) == 4  # not i mod U
+
+
+def test_population_epoch_expands_shared_orders_for_other_paths():
+  """xla's population epoch on 2 orders for 4 members equals the same epoch on the 4 orders
+  written out (member i on order i mod 2); orders that do not divide the members: one line."""
+  from jaxshallow import models, population as pop
+  rng = np.random.default_rng(3)
+  n = 2 * 64 + 3
+  x = jnp.asarray(rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+  y = jnp.asarray(rng.integers(0, 10, n).astype(np.int32))
+  params = pop.init_params(lambda key: mlp.init_mlp(key, (784, 10)), [0, 1, 0, 1])
+  orders = jnp.asarray(np.stack([rng.permutation(n) for _ in range(2)]).astype(np.int32))
+  lrs = jnp.asarray([0.1, 0.1, 0.05, 0.05], jnp.float32)
+  kw = dict(optimizer="sgd", momentum=0.9, batch_size=64, model=models.LOGREG, fusion="xla")
+  state = pop.init_opt_state("sgd", params)
+  short = pop._epoch(params, state, x, y, orders, lrs, **kw)
+  full = pop._epoch(params, state, x, y, orders[jnp.arange(4) % 2], lrs, **kw)
+  for a, b in zip(jax.tree.leaves(short), jax.tree.leaves(full)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  with pytest.raises(ValueError, match="3 orders do not divide 4 members") as e:
+    pop._epoch(params, state, x, y, jnp.concatenate([orders, orders[:1]]), lrs, **kw)
+  assert "\n" not in str(e.value)

@@ -92,37 +92,50 @@ def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int
                          precision: str, model: str = "mlp", twin: bool = False):
   """Every member's epoch through ``cluster_mlp_mgpu.train_population``: each member the
   single network's cluster kernel, the members' clusters in one launch of at most
-  ``CLUSTER_CHUNK`` (softmax regression: ``logreg_mgpu.train_population``, a CTA a member, at
-  most ``LOGREG_CHUNK``: ``model`` "logreg"; more in a ``lax.map`` over equal chunks, the last padded with copies of
-  member 0 whose results are dropped). Returns (params, metrics), as ``train_epoch`` under vmap.
-  ``twin``: the kernel's plain-jnp twin in its place (``train_population``), for the CPU."""
+  ``CLUSTER_CHUNK`` (softmax regression, ``model`` "logreg": ``logreg_mgpu.train_population``, a
+  CTA a member, at most ``LOGREG_CHUNK``; more in a ``lax.map`` over equal chunks, the last
+  padded with copies of member 0 whose results are dropped). ``orders``: (U, n), U a divisor of
+  the members, member m training on order m mod U (U < members: members that share a seed; the
+  one-CTA kernel then gathers each order's batches once). Returns (params, metrics), as
+  ``train_epoch`` under vmap. ``twin``: the kernel's plain-jnp twin in its place
+  (``train_population``), for the CPU."""
   from jaxshallow.fused import epoch as fused_epoch
   from pallas_kernels.fused import cluster_mlp_mgpu, logreg_mgpu
   x = images.reshape(images.shape[0], -1)
-  members, n = orders.shape
+  members, (sets, n) = lrs.shape[0], orders.shape
   steps = n // batch_size
   # Softmax regression: a CTA a member (``logreg_mgpu``), as many at once as an H100 has SMs.
   cm, most = ((logreg_mgpu, LOGREG_CHUNK) if model == "logreg"
               else (cluster_mlp_mgpu, CLUSTER_CHUNK))
+  if cm is cluster_mlp_mgpu and sets < members:  # Its kernel takes a set of batches a member.
+    orders, sets = orders[jnp.arange(members) % sets], members
   chunks = -(-members // most)
   size = -(-members // chunks)
+  if sets < members:  # Each chunk holds whole periods of the orders: chunk c's member i is
+    size = -(-size // sets) * sets  # member c size + i, whose order is i mod U.
+    chunks = -(-members // size)
   pad = chunks * size - members
 
   def padded(a):  # (members, ...) -> (chunks, size, ...)
     a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad, *a.shape[1:]))]) if pad else a
     return a.reshape(chunks, size, *a.shape[1:])
 
-  def chunk(args):
-    p, o, lr = args
-    xs, onehot = jax.vmap(lambda order: cm.batches(x, labels, order, steps))(o)
+  def chunk(args, orders):
+    p, lr = args
+    xs, onehot = jax.vmap(lambda order: cm.batches(x, labels, order, steps))(orders)
     return cm.train_population(p, xs, onehot, lr.astype(p[0]["w"].dtype), precision, twin=twin)
 
-  args = (jax.tree.map(padded, params), padded(orders), padded(jnp.asarray(lrs)))
+  args = (jax.tree.map(padded, params), padded(jnp.asarray(lrs)))
+  if sets == members:
+    body = lambda a: chunk(a[:2], a[2])
+    args = (*args, padded(orders))
+  else:  # Every chunk on the same U orders.
+    body = lambda a: chunk(a, orders)
   if chunks == 1:
-    out = chunk(jax.tree.map(lambda a: a[0], args))
+    out = body(jax.tree.map(lambda a: a[0], args))
   else:
     out = jax.tree.map(lambda a: a.reshape(chunks * size, *a.shape[2:])[:members],
-                       jax.lax.map(chunk, args))
+                       jax.lax.map(body, args))
   params, losses, correct = out
   metrics = jax.vmap(lambda l, c: fused_epoch.epoch_metrics(l, c, batch_size))(losses, correct)
   return params, metrics

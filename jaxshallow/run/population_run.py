@@ -92,7 +92,10 @@ def _train_chunk(cfg, ds, data, grid, the_mesh, static, label, log):
   opt_state = pop.init_opt_state(cfg.optimizer, params, cfg.momentum)
   lrs = placement.shard(np.asarray([lr for _, lr in grid], np.float32), the_mesh)
   n = len(ds.train_labels)
-  orders = [placement.shard(pop.epoch_orders(seeds, e, n), the_mesh)
+  # On one device, members that share a seed share its order (member i on order i mod U), which
+  # softmax regression's one-CTA kernel gathers once; split over devices, each member its own.
+  period = pop.order_period(seeds) if the_mesh.size == 1 else len(seeds)
+  orders = [placement.shard(pop.epoch_orders(seeds[:period], e, n), the_mesh)
             for e in range(cfg.epochs)]
   kw = dict(optimizer=cfg.optimizer, momentum=cfg.momentum, batch_size=cfg.batch_size,
             fusion=cfg.fusion or "ops", **static)

@@ -30,8 +30,10 @@ fixed order: the same bits in every run.
 
 A population trains a CTA a network (``train_population``): the launch's grid holds one CTA a
 member, each reading its member's W, learning rate (row 1 of its mask rows; the single network
-takes it as a constant) and batches (its own, or the population's shared ones) by
-``lax.axis_index("member")``; the CTAs share nothing, one a SM at once (an H100 holds 132).
+takes it as a constant) and batches by ``lax.axis_index("member")``: of U sets of batches, member
+m reads set m mod U (U = 1: all on the same batches; U = members: each its own; between, members
+that share a seed share its batches, which are gathered once). The CTAs share nothing else, one
+a SM at once (an H100 holds 132).
 
 ``reference`` is its plain-jnp twin. ``interpret`` runs it in Mosaic GPU's interpreter on the CPU
 (jax 0.11 and newer), both warpgroups, with its race detector if asked. Its check on a GPU is
@@ -97,10 +99,10 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
             wp_out, metrics_out,  # outputs
             x, wp, dzp, zb, onehot, mask, met, tma, x_tiles, dz_ready, w_done,  # scratch
             *, steps: int, lr: float | None, parts: int, warpgroups: int, ptx: bool,
-            shared: bool):
+            batch_sets: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   m = lax.axis_index("member")  # The network this CTA trains (one, or a population's)
-  data = 0 if shared else m  # Its batches' row: the population's shared ones, or its own
+  data = lax.rem(m, batch_sets) if batch_sets > 1 else 0  # Its batches' set: m mod U
   f32 = jnp.float32
   wgmma_layout = plgpu.Layout.WGMMA
   by_col = wgmma_layout.reduce(0)  # (16,): one value a class
@@ -254,9 +256,9 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float | None, parts: int, interpret: tuple | None = None,
-          members: int = 1, shared: bool = True):
+          members: int = 1, batch_sets: int = 1):
   """The kernel for ``members`` networks, a CTA each (W, the mask rows and the metrics with a
-  leading member axis; the batches with one of 1 if ``shared``, else of ``members``); ``lr``
+  leading member axis; the batches with one of ``batch_sets``, member m on set m mod U); ``lr``
   None: each network's own, from row 1 of its mask rows. ``interpret``: None (compiled), else
   the items of Mosaic GPU's ``InterpretGPUParams``."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
@@ -265,10 +267,10 @@ def _call(steps: int, lr: float | None, parts: int, interpret: tuple | None = No
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, warpgroups=warpgroups,
-                        ptx=interpret is None, shared=shared),
+                        ptx=interpret is None, batch_sets=batch_sets),
       out_type=(jax.ShapeDtypeStruct((members, PADDED, 3 * LANES), bf16),
                 jax.ShapeDtypeStruct((members, steps, 2, BATCH), f32)),
-      # A CTA a network: they share nothing (but the batches, if ``shared``); those that do not
+      # A CTA a network: they share nothing but a set of batches; those that do not
       # fit on the GPU at once (one a SM: each takes most of its shared memory) wait for a free SM.
       grid=(members,), grid_names=("member",),
       num_threads=warpgroups, thread_name="wg",
@@ -350,18 +352,21 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32",
 def train_population(params, xs, onehot, lrs, precision: str = "float32",
                      interpret: bool | dict = False, twin: bool = False):
   """A population's ``steps`` SGD steps in one launch, a CTA a network: params stacked on a
-  leading member axis, the batches of ``batches`` stacked one a member (each its own order) or
-  with a leading axis of 1 (all members on the same batches), and each member's learning rate
-  ``lrs`` (members,). Returns (params, losses (members, steps), correct counts (members,
-  steps)); a member's numbers are those of ``train_steps`` alone at its learning rate.
-  ``twin``: ``reference`` for each member in the kernel's place (the CPU tests of what is
-  around it)."""
-  members, shared = lrs.shape[0], xs.shape[0] == 1
+  leading member axis, U sets of batches of ``batches`` stacked (U a divisor of the members:
+  member m trains on set m mod U; 1: all on the same batches; the members: each its own), and
+  each member's learning rate ``lrs`` (members,). Returns (params, losses (members, steps),
+  correct counts (members, steps)); a member's numbers are those of ``train_steps`` alone on its
+  batches at its learning rate. ``twin``: ``reference`` for each member in the kernel's place
+  (the CPU tests of what is around it)."""
+  members, batch_sets = lrs.shape[0], xs.shape[0]
+  if members % batch_sets:
+    raise ValueError(f"{batch_sets} sets of batches do not divide {members} members")
   if twin:
     dtype = params[0]["w"].dtype
-    data = lambda a: jnp.broadcast_to(a, (members, *a.shape[1:])).astype(dtype)
+    data = lambda a: a[jnp.arange(members) % batch_sets].astype(dtype)
     return jax.vmap(reference)(params, data(xs), data(onehot), lrs)
-  call = _call(xs.shape[1], None, PARTS[precision], _interpret_items(interpret), members, shared)
+  call = _call(xs.shape[1], None, PARTS[precision], _interpret_items(interpret), members,
+               batch_sets)
   return _launch(call, params, jax.vmap(_mask_rows)(lrs), xs, onehot)
 
 
