@@ -1,5 +1,7 @@
 """Helpers shared by the kernels: precision-aware dot, compiler params, block overrides, and
-the choice between compiled and interpreted kernels."""
+the choice between compiled and interpreted kernels. The Triton-lowered kernels' helpers import
+Pallas' Triton front end where they are called, not here: the Mosaic GPU kernels use this module
+too, and a warm run on their path imports no Triton (about 0.1 s; docs/design/time_to_result.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plgpu
 
 # "float32x3": three TF32 tensor-core products per product (operands split into a TF32 part and
 # its TF32 remainder), float32 accuracy; GPU only (XLA's CPU dot rejects it).
@@ -22,6 +23,7 @@ _PRECISION = {"float32": lax.Precision.HIGHEST, "tf32": lax.Precision.DEFAULT,
 def dot(a, b, precision: str, trans_a: bool = False, trans_b: bool = False):
   """A tile product accumulated in float32: IEEE float32, TF32, 3xTF32, bfloat16 operands, or
   float32 operands split into bfloat16 parts ("split", ``dot_split``)."""
+  from jax.experimental.pallas import triton as plgpu
   if precision == "split":
     return dot_split(a, b, trans_a, trans_b)
   if precision == "bfloat16":
@@ -52,6 +54,7 @@ def dot_split(a, b, trans_a: bool = False, trans_b: bool = False, a_exact: bool 
   3xTF32 (TF32's 11 bits twice: 22 of float32's 24) ran faster in the grid epoch kernel but was
   measured less accurate than float32 there (docs/design/epoch_kernels.md).
   ``a_exact``: a holds bfloat16 values already (integers up to 256), so only b is split."""
+  from jax.experimental.pallas import triton as plgpu
   b3 = split3(b)
   if a_exact:  # a's values are bfloat16's (integer pixels): three exact products.
     a16 = a.astype(jnp.bfloat16)
@@ -74,6 +77,7 @@ def tile_side(n: int) -> int:
 
 
 def compiler_params(num_warps: int, num_stages: int):
+  from jax.experimental.pallas import triton as plgpu
   return plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
 
 
@@ -167,12 +171,14 @@ def span(start, size: int):
 def load_vec(ref, start, size: int, other=0.0, volatile=False):
   """``ref[start:start+size]`` of a 1-D ref, ``other`` past its end. ``volatile``: read memory,
   not a cache line this program may hold (data other programs wrote during this launch)."""
+  from jax.experimental.pallas import triton as plgpu
   idx = span(start, size)
   return plgpu.load(ref.at[idx], mask=idx < ref.shape[0], other=other, volatile=volatile)
 
 
 def store_vec(ref, start, value, ok=None):
   """Store ``value`` at ``ref[start:]`` of a 1-D ref, skipping lanes past its end or not ``ok``."""
+  from jax.experimental.pallas import triton as plgpu
   idx = span(start, value.shape[0])
   mask = idx < ref.shape[0]
   if ok is not None:
@@ -189,6 +195,7 @@ def _tile_index(ref, r0, c0, br, bc):
 def load_tile(ref, r0, c0, br, bc, volatile=False, row_ok=None):
   """``ref[r0:r0+br, c0:c0+bc]`` as a (br, bc) tile, zeros outside the array and in rows where
   ``row_ok`` is False."""
+  from jax.experimental.pallas import triton as plgpu
   view, mask = _tile_index(ref, r0, c0, br, bc)
   if row_ok is not None:
     mask &= row_ok[:, None]
@@ -198,6 +205,7 @@ def load_tile(ref, r0, c0, br, bc, volatile=False, row_ok=None):
 def store_tile(ref, r0, c0, value, row_ok=None):
   """Store a (br, bc) tile at ``ref[r0, c0]``, skipping what lies outside the array and rows
   where ``row_ok`` is False. Every lane has its own index, so no two lanes write one element."""
+  from jax.experimental.pallas import triton as plgpu
   view, mask = _tile_index(ref, r0, c0, *value.shape)
   if row_ok is not None:
     mask &= row_ok[:, None]

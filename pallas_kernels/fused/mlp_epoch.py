@@ -64,10 +64,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from pallas_kernels import common
+from pallas_kernels.fused.limits import MAX_BATCH, MAX_OUTPUTS  # noqa: F401 (the kernel's limits)
 from pallas_kernels.ops.softmax_xent import row_stats, softmax_minus_onehot
-
-MAX_BATCH = 512  # Rows of a step held in registers; larger batches use the op kernels.
-MAX_OUTPUTS = 128  # The last layer's outputs must fit one tile.
 HIDDEN_BLOCK = 16  # Units per tile of hidden layers (and inputs per tile of deeper layers).
 # Where float32's products go to the tensor cores as bfloat16 parts (``Plan.split``): the MLP
 # (softmax head) at 33 to 64 rows a step with a hidden layer of at least this many units: in
