@@ -38,8 +38,10 @@ def test_kernel_lowers(steps, precision):
 
 def _interpreter_missing():
   """No Mosaic GPU interpreter, or not asked for: JAXSHALLOW_INTERPRETER_TESTS=1 runs the
-  kernel in it (threads a warpgroup; one CI run of jax 0.12 stalled there once, 2026-11-27,
-  not yet understood, so the default suite leaves it out)."""
+  kernel in it (a thread a warpgroup, each in a computation of its own on XLA's CPU pool). One
+  CI run of jax 0.12 stalled there (2026-11-27); on one CPU the population test deadlocks every
+  time (a pool thread blocked in one warpgroup's barrier, the other warpgroup waiting for a
+  thread: docs/design/backends.md), so the default suite leaves it out."""
   import os
   from jax.experimental.pallas import mosaic_gpu as plgpu
   return (not hasattr(plgpu, "InterpretGPUParams")
