@@ -220,9 +220,10 @@ STEP_KERNELS_FROM = 32
 def population(cfg, per_device: int) -> Path:
   """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: on a Hopper
   GPU, for the reference MLP, a cluster a member (``fusion="cluster"``, the single network's
-  epoch kernel; for softmax regression a CTA a member); else the population step kernels (``fusion="step"``) where they fit and from
-  ``STEP_KERNELS_FROM`` members a device (the CNN: its own step kernels under vmap, where they
-  can train it), else the op kernels under vmap. ``--fusion=ops`` asks for the op kernels,
+  epoch kernel; for softmax regression a CTA a member); else the population step kernels
+  (``fusion="step"``) where they fit and from ``STEP_KERNELS_FROM`` members a device (the CNN:
+  its own step kernels under vmap, where they can train it), else the op kernels under vmap.
+  ``--fusion=ops`` asks for the op kernels,
   ``--fusion=step`` for the step kernels at any size, ``--fusion=epoch`` for the cluster kernel
   where it can train the population (else the step kernels)."""
   if cfg.fusion in ("ops", "xla"):

@@ -78,7 +78,8 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
            blocks=None, fusion: str = "ops"):
   """One epoch of every member: ``lrs`` (members,) are each member's own, ``orders`` (U, n)
   with U a divisor of the members, member i training on order i mod U (U = members: each its
-  own; fewer where members share a seed, ``order_period``). Returns ``(params, opt_state, metrics)``, each metric one value per member.
+  own; fewer where members share a seed, ``order_period``). Returns ``(params, opt_state,
+  metrics)``, each metric one value per member.
   ``fusion="step"``: the population step kernels (see the module's docstring), for the CNN its
   own step kernels under ``vmap``; ``"cluster"``: a cluster kernel a member (Hopper, the
   reference MLP, or a CTA a member for softmax regression, which gathers each order's batches
