@@ -245,19 +245,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   if ptx:
     cluster_push.init(bars, (CTAS, CLASSES))  # the columns from 16 CTAs; the logits from 10
 
-  def sync():
-    """A barrier of the warpgroup, where its threads hand data to each other or the tensor
-    cores' or a copy's reads must end before threads or a copy write the same memory:
-    ``commit_smem`` without its proxy fence, which only threads' stores read by the tensor
-    cores or a copy need (a faster step than with the fence). PTX, so not in the interpreter."""
-    if not ptx:
-      return plgpu.commit_smem()
-    from jax.experimental.mosaic.gpu import utils as mgpu_utils
-
-    @plgpu.inline_mgpu()
-    def emit(ctx):
-      mgpu_utils.warpgroup_barrier()
-    emit()
+  def sync():  # A barrier of the warpgroup without a proxy fence (``warpgroup_sync``).
+    dense_mgpu.warpgroup_sync(ptx)
 
   def meet(i):  # A barrier of the whole cluster.
     sync()  # Every thread's stores before the arrivals (by one thread a peer).

@@ -54,7 +54,6 @@ from jax.experimental import pallas as pl
 
 from pallas_kernels import common
 from pallas_kernels.fused import cluster_mlp_mgpu
-from pallas_kernels.fused.cluster_mlp_mgpu import pixel_batches
 from pallas_kernels.ops import dense_mgpu
 from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
 
@@ -140,14 +139,7 @@ def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.copy_gmem_to_smem(x_in.at[data, s, :, tile(j)], x.at[j], x_tiles.at[j])
 
   def sync():  # A barrier of the warpgroup: its threads hand data over in shared memory.
-    if not (ptx and BARE_SYNC):
-      return plgpu.commit_smem()
-    from jax.experimental.mosaic.gpu import utils as mgpu_utils
-
-    @plgpu.inline_mgpu()
-    def emit(ctx):
-      mgpu_utils.warpgroup_barrier()
-    emit()
+    dense_mgpu.warpgroup_sync(ptx and BARE_SYNC)
 
   def forward(first, last):  # z's part from W's tiles first .. last - 1 (not yet / 255)
     def product(acc):
@@ -315,7 +307,7 @@ def batches(x, labels, order, steps: int):
   in float32 (loaded as the float32 sums of z are: a path of the MLP's kernel)."""
   idx = order[:steps * BATCH]
   onehot = jax.nn.one_hot(labels[idx], LANES, dtype=jnp.float32)
-  return pixel_batches(x, order, steps), onehot.reshape(steps, BATCH, LANES)
+  return cluster_mlp_mgpu.pixel_batches(x, order, steps), onehot.reshape(steps, BATCH, LANES)
 
 
 def _mask_rows(lr=0.0):

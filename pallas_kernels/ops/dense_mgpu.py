@@ -215,6 +215,24 @@ def split3_in_kernel(a, ptx: bool):
   return parts
 
 
+def warpgroup_sync(ptx: bool) -> None:
+  """A barrier of the warpgroup inside a Mosaic GPU kernel (the cluster kernels, logreg_mgpu),
+  where its threads hand data to each other or the tensor cores' or a copy's reads must end
+  before threads or a copy write the same memory: on the GPU (``ptx``) ``commit_smem`` without
+  its proxy fence, which only threads' stores read by the tensor cores or a copy need (a faster
+  step than with the fence); PTX, so the interpreter takes ``commit_smem`` itself."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  if not ptx:
+    plgpu.commit_smem()
+    return
+  from jax.experimental.mosaic.gpu import utils as mgpu_utils
+
+  @plgpu.inline_mgpu()
+  def emit(ctx):
+    mgpu_utils.warpgroup_barrier()
+  emit()
+
+
 def store(ref, value):
   """``ref[...] = value`` for a shared-memory ref without tiling or swizzle, element by element
   (an unoptimized store, as jax 0.10 and 0.11 make it; jax 0.12 asks for a bank-conflict-free
