@@ -87,8 +87,8 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
   members, sets = lrs.shape[0], orders.shape[0]
   if members % sets:
     raise ValueError(f"{sets} orders do not divide {members} members")
-  if sets < members and not (fusion == "cluster" and model.name == "logreg"):
-    orders = orders[jnp.arange(members) % sets]  # Each member its own row.
+  if fusion != "cluster":  # (The cluster path reads U orders where its kernel can.)
+    orders = fused_population.member_orders(orders, members)
   if fusion == "xla":
     impl, fusion = "xla", "ops"
   if fusion == "step" and model.name == "cnn":

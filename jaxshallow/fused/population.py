@@ -88,6 +88,11 @@ def cluster_problem(model: str, widths, optimizer: str, batch_size: int, has_bia
   return cluster_mlp_mgpu.lowers() or cluster_mlp_mgpu.problem(widths, batch_size, **net)
 
 
+def member_orders(orders, members: int):
+  """U orders (U, n) written out one a member (members, n): member i's is order i mod U."""
+  return orders if orders.shape[0] == members else orders[jnp.arange(members) % orders.shape[0]]
+
+
 def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int,
                          precision: str, model: str = "mlp", twin: bool = False):
   """Every member's epoch through ``cluster_mlp_mgpu.train_population``: each member the
@@ -107,8 +112,8 @@ def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int
   # Softmax regression: a CTA a member (``logreg_mgpu``), as many at once as an H100 has SMs.
   cm, most = ((logreg_mgpu, LOGREG_CHUNK) if model == "logreg"
               else (cluster_mlp_mgpu, CLUSTER_CHUNK))
-  if cm is cluster_mlp_mgpu and sets < members:  # Its kernel takes a set of batches a member.
-    orders, sets = orders[jnp.arange(members) % sets], members
+  if cm is cluster_mlp_mgpu:  # Its kernel takes a set of batches a member.
+    orders, sets = member_orders(orders, members), members
   chunks = -(-members // most)
   size = -(-members // chunks)
   if sets < members:  # Each chunk holds whole periods of the orders: chunk c's member i is
