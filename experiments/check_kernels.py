@@ -418,6 +418,13 @@ def _distance(losses, leaves, ref_losses, ref_leaves) -> float:
   return max(rel_err(losses, ref_losses), *(rel_err(a, b) for a, b in zip(leaves, ref_leaves)))
 
 
+def _same_bits(a, b) -> float:
+  """0.0 where two pytrees of arrays hold the same bits, else inf (a check's error)."""
+  same = all(np.array_equal(np.asarray(u), np.asarray(v))
+             for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+  return 0.0 if same else np.inf
+
+
 def _float32_bound(reference, *inputs):
   """float32's bound over a trajectory, and xla's own distance: the tolerance, or twice xla's
   float32 distance from the float64 ``reference`` on the same ``inputs`` (``_epoch_reference``'s
@@ -639,8 +646,8 @@ def logreg_cases(rng, interpret, steps=20):
   yield (f"logreg 784-10 batch 64 {steps} steps (xla {xla_err:.0e})", "float32",
          _distance(single[1], jax.tree.leaves(single[0]), *ref), bound)
   if not interpret:
-    same = np.array_equal(np.asarray(single[1]), np.asarray(run("float32", steps)[1]))
-    yield "logreg 784-10 twice: the same bits", "float32", 0.0 if same else np.inf
+    yield ("logreg 784-10 twice: the same bits", "float32",
+           _same_bits(single[1], run("float32", steps)[1]))
   ref1 = _epoch_reference(*inputs[:-1], 1)
   for precision in ("tf32", "bfloat16"):
     got, losses, _ = run(precision, 1)
@@ -666,21 +673,15 @@ def logreg_cases(rng, interpret, steps=20):
            _float32_bound(ref_i, *inputs_i)[0])
   if interpret:
     return
-  same = all(np.array_equal(np.asarray(a), np.asarray(b))
-             for a, b in zip(jax.tree.leaves(jax.tree.map(lambda a: a[1], pop)),
-                             jax.tree.leaves(single)))
-  yield "logreg population member 1 vs its single run: the same bits", "float32", (
-      0.0 if same else np.inf)
+  yield ("logreg population member 1 vs its single run: the same bits", "float32",
+         _same_bits(jax.tree.map(lambda a: a[1], pop), single))
   # Four members on two sets of batches (member i on set i mod 2, as members sharing a seed):
   # member 3 (set 1: the single run's batches, its lr) gives the single run's bits.
   shared = jax.jit(logreg_mgpu.train_population)(
       jax.tree.map(lambda a: jnp.stack([a] * 4), params), jnp.stack([data[0][0], data[1][0]]),
       jnp.stack([data[0][1], data[1][1]]), jnp.asarray([0.05, 0.02, 0.02, lr], jnp.float32))
-  same = all(np.array_equal(np.asarray(a), np.asarray(b))
-             for a, b in zip(jax.tree.leaves(jax.tree.map(lambda a: a[3], shared)),
-                             jax.tree.leaves(single)))
-  yield "logreg 4 members on 2 sets of batches: member 3 = its single run", "float32", (
-      0.0 if same else np.inf)
+  yield ("logreg 4 members on 2 sets of batches: member 3 = its single run", "float32",
+         _same_bits(jax.tree.map(lambda a: a[3], shared), single))
 
 
 def _cluster_inputs(rng, hidden: int, steps: int):
@@ -721,9 +722,8 @@ def cluster_groups_cases(rng, steps=20):
     name = (f"cluster mlp 784-{hidden}-10 ({clusters} clusters) {steps} steps "
             f"(xla {xla_err:.0e}{first})")
     yield name, "float32", err, bound
-    again = run(params, x, y, order)[1]
-    same = np.array_equal(np.asarray(losses), np.asarray(again))
-    yield f"cluster mlp 784-{hidden}-10 twice: the same bits", "float32", 0.0 if same else np.inf
+    yield (f"cluster mlp 784-{hidden}-10 twice: the same bits", "float32",
+           _same_bits(losses, run(params, x, y, order)[1]))
   # The reduced precisions in one step of two clusters, on what is continuous in the rounding
   # (the loss and the last layer), as the single network's cases.
   x, y, order, params = _cluster_inputs(rng, 512, 1)
