@@ -33,37 +33,46 @@ def test_population_kernel_lowers():
   assert "mosaic_gpu" in text
 
 
-def test_chunked_epoch_gives_each_member_its_own_run(monkeypatch):
-  """5 members in chunks of 2 (the last padded with a copy of member 0): each member's params,
-  loss and accuracy are those of its own run of the twin, in float64 within 1e-10 (the twin
-  itself follows train_step: test_cluster_mlp_mgpu)."""
-  monkeypatch.setattr(fused_population, "CLUSTER_CHUNK", 2)
-  rng = np.random.default_rng(0)
-  members, steps = 5, 3
-  n = steps * 64 + 7
+def _check_each_member_its_own_run(kernel, widths, *, model, seed, members, sets, steps, extra,
+                                   lrs, keys, accuracy_rtol):
+  """``train_epoch_clusters`` with the kernel's twin in its place, in float64, on ``sets``
+  orders (member i on order i mod sets): each member's params, loss and accuracy those of its
+  own run of ``kernel.reference`` on its order, params and loss within 1e-10."""
+  rng = np.random.default_rng(seed)
+  n = steps * 64 + extra
   x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
   y = rng.integers(0, 10, n).astype(np.int32)
-  orders = np.stack([rng.permutation(n) for _ in range(members)]).astype(np.int32)
-  lrs = np.asarray([0.05, 0.1, 0.2, 0.3, 0.4])
+  orders = np.stack([rng.permutation(n) for _ in range(sets)]).astype(np.int32)
   with jax.enable_x64(True):
     params = [jax.tree.map(lambda a: jnp.asarray(a, jnp.float64),
-                           mlp.init_mlp(jax.random.key(i), (784, 256, 10)))
+                           mlp.init_mlp(jax.random.key(keys[i]), widths))
               for i in range(members)]
     stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
     got, metrics = fused_population.train_epoch_clusters(
         stacked, jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), jnp.asarray(lrs),
-        batch_size=64, precision="float32", twin=True)
+        batch_size=64, precision="float32", model=model, twin=True)
     for i in range(members):
-      xs, onehot = cluster_mlp_mgpu.batches(jnp.asarray(x.reshape(n, -1)), jnp.asarray(y),
-                                            orders[i], steps)
-      want, losses, correct = cluster_mlp_mgpu.reference(
+      xs, onehot = kernel.batches(jnp.asarray(x.reshape(n, -1)), jnp.asarray(y),
+                                  orders[i % sets], steps)
+      want, losses, correct = kernel.reference(
           params[i], xs.astype(jnp.float64), onehot.astype(jnp.float64), lrs[i])
       for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
         np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-10, atol=1e-13)
       want_m = fused_epoch.epoch_metrics(losses, correct, 64)
       np.testing.assert_allclose(float(metrics["loss"][i]), float(want_m["loss"]), rtol=1e-10)
       np.testing.assert_allclose(float(metrics["accuracy"][i]), float(want_m["accuracy"]),
-                                 rtol=1e-12)
+                                 rtol=accuracy_rtol, atol=0)
+
+
+def test_chunked_epoch_gives_each_member_its_own_run(monkeypatch):
+  """5 members in chunks of 2 (the last padded with a copy of member 0): each member's params,
+  loss and accuracy are those of its own run of the twin, in float64 within 1e-10 (the twin
+  itself follows train_step: test_cluster_mlp_mgpu)."""
+  monkeypatch.setattr(fused_population, "CLUSTER_CHUNK", 2)
+  _check_each_member_its_own_run(cluster_mlp_mgpu, (784, 256, 10), model="mlp", seed=0,
+                                 members=5, sets=5, steps=3, extra=7,
+                                 lrs=np.asarray([0.05, 0.1, 0.2, 0.3, 0.4]), keys=range(5),
+                                 accuracy_rtol=1e-12)
 
 
 def test_population_path_takes_the_cluster_kernel_where_it_can(monkeypatch):
@@ -111,31 +120,10 @@ def test_softmax_regression_population_gives_each_member_its_own_run(monkeypatch
   within 1e-10."""
   from pallas_kernels.fused import logreg_mgpu
   monkeypatch.setattr(fused_population, "LOGREG_CHUNK", 2)
-  rng = np.random.default_rng(1)
-  members, steps = 5, 3
-  n = steps * 64 + 7
-  x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
-  y = rng.integers(0, 10, n).astype(np.int32)
-  orders = np.stack([rng.permutation(n) for _ in range(members)]).astype(np.int32)
-  lrs = np.asarray([0.01, 0.02, 0.05, 0.1, 0.03])
-  with jax.enable_x64(True):
-    params = [jax.tree.map(lambda a: jnp.asarray(a, jnp.float64),
-                           mlp.init_mlp(jax.random.key(i), (784, 10))) for i in range(members)]
-    stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
-    got, metrics = fused_population.train_epoch_clusters(
-        stacked, jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), jnp.asarray(lrs),
-        batch_size=64, precision="float32", model="logreg", twin=True)
-    for i in range(members):
-      xs, onehot = logreg_mgpu.batches(jnp.asarray(x.reshape(n, -1)), jnp.asarray(y), orders[i],
-                                       steps)
-      want, losses, correct = logreg_mgpu.reference(
-          params[i], xs.astype(jnp.float64), onehot.astype(jnp.float64), lrs[i])
-      for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-        np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-10, atol=1e-13)
-      want_m = fused_epoch.epoch_metrics(losses, correct, 64)
-      np.testing.assert_allclose(float(metrics["loss"][i]), float(want_m["loss"]), rtol=1e-10)
-      np.testing.assert_allclose(float(metrics["accuracy"][i]), float(want_m["accuracy"]),
-                                 rtol=1e-12)
+  _check_each_member_its_own_run(logreg_mgpu, (784, 10), model="logreg", seed=1, members=5,
+                                 sets=5, steps=3, extra=7,
+                                 lrs=np.asarray([0.01, 0.02, 0.05, 0.1, 0.03]), keys=range(5),
+                                 accuracy_rtol=1e-12)
 
 
 def test_softmax_regression_takes_its_one_cta_kernel_on_hopper(monkeypatch):
@@ -162,31 +150,10 @@ def test_members_that_share_a_seed_share_its_batches(monkeypatch):
   periods: two chunks of 3): each member its own run of the twin on its order, in float64."""
   from pallas_kernels.fused import logreg_mgpu
   monkeypatch.setattr(fused_population, "LOGREG_CHUNK", 4)
-  rng = np.random.default_rng(2)
-  members, sets, steps = 6, 3, 2
-  n = steps * 64 + 3
-  x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
-  y = rng.integers(0, 10, n).astype(np.int32)
-  orders = np.stack([rng.permutation(n) for _ in range(sets)]).astype(np.int32)
-  lrs = np.asarray([0.01, 0.01, 0.01, 0.05, 0.05, 0.05])
-  with jax.enable_x64(True):
-    params = [jax.tree.map(lambda a: jnp.asarray(a, jnp.float64),
-                           mlp.init_mlp(jax.random.key(i % sets), (784, 10)))
-              for i in range(members)]
-    stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
-    got, metrics = fused_population.train_epoch_clusters(
-        stacked, jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), jnp.asarray(lrs),
-        batch_size=64, precision="float32", model="logreg", twin=True)
-    for i in range(members):
-      xs, onehot = logreg_mgpu.batches(jnp.asarray(x.reshape(n, -1)), jnp.asarray(y),
-                                       orders[i % sets], steps)
-      want, losses, correct = logreg_mgpu.reference(
-          params[i], xs.astype(jnp.float64), onehot.astype(jnp.float64), lrs[i])
-      for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-        np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-10, atol=1e-13)
-      want_m = fused_epoch.epoch_metrics(losses, correct, 64)
-      np.testing.assert_allclose(float(metrics["loss"][i]), float(want_m["loss"]), rtol=1e-10)
-      assert float(metrics["accuracy"][i]) == float(want_m["accuracy"])
+  _check_each_member_its_own_run(logreg_mgpu, (784, 10), model="logreg", seed=2, members=6,
+                                 sets=3, steps=2, extra=3,
+                                 lrs=np.asarray([0.01, 0.01, 0.01, 0.05, 0.05, 0.05]),
+                                 keys=[i % 3 for i in range(6)], accuracy_rtol=0)
 
 
 def test_order_period():
