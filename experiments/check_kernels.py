@@ -609,6 +609,36 @@ def cluster_mlp_cases(rng, interpret):
       yield f"cluster mlp 784-256-10 batch 64 {steps} steps", precision, err
   yield from cluster_population_cases(rng)
   yield from cluster_groups_cases(rng)
+  yield from cluster_batch_cases(rng)
+
+
+def cluster_batch_cases(rng, steps=20):
+  """cluster_mlp_mgpu at the larger batches (64 P rows in P passes, the gradients added up in
+  registers) against float64 train_step over ``steps`` steps, bounded as the epoch family's
+  float32, and run twice (the same bits); 784-512-10 (two clusters) at batch 128; the reduced
+  precisions in one step, on the loss and the last layer (as the single network's cases)."""
+  lr = 0.1
+  for hidden, batch in [(256, b) for b in cluster_mlp_mgpu.BATCHES[1:]] + [(512, 128)]:
+    run = jax.jit(functools.partial(cluster_mlp_mgpu.train_epoch, lr=lr, steps=steps,
+                                    batch=batch))
+    x, y, order, params = _cluster_inputs(rng, hidden, steps, batch)
+    got, losses, _ = run(params, x, y, order)
+    inputs = (params, x, y, order, lr, "sgd", batch, models.MLP, steps)
+    ref = _epoch_reference(*inputs)
+    bound, xla_err = _float32_bound(ref, *inputs)
+    name = f"cluster mlp 784-{hidden}-10 batch {batch} {steps} steps (xla {xla_err:.0e})"
+    yield name, "float32", _distance(losses, jax.tree.leaves(got), *ref), bound
+    yield (f"cluster mlp 784-{hidden}-10 batch {batch} twice: the same bits", "float32",
+           _same_bits((got, losses), run(params, x, y, order)[:2]))
+    if hidden != 256:
+      continue
+    ref1 = _epoch_reference(*inputs[:-1], 1)
+    for precision in ("tf32", "bfloat16"):
+      got, losses, _ = jax.jit(functools.partial(
+          cluster_mlp_mgpu.train_epoch, lr=lr, steps=1, batch=batch, precision=precision))(
+              params, x, y, order)
+      yield (f"cluster mlp 784-256-10 batch {batch} 1 step", precision,
+             _distance(losses, jax.tree.leaves(got)[-2:], ref1[0], ref1[1][-2:]))
 
 
 def logreg_cases(rng, interpret, steps=20):
@@ -684,10 +714,10 @@ def logreg_cases(rng, interpret, steps=20):
          _same_bits(jax.tree.map(lambda a: a[3], shared), single))
 
 
-def _cluster_inputs(rng, hidden: int, steps: int):
+def _cluster_inputs(rng, hidden: int, steps: int, batch: int = cluster_mlp_mgpu.BATCH):
   """Fresh inputs of a cluster_mlp_mgpu case of 784-``hidden``-10: ``steps`` batches' pixels
   and labels, their order, and parameters with biases off 0 (so their gradients count)."""
-  n = steps * cluster_mlp_mgpu.BATCH + 5
+  n = steps * batch + 5
   x = rng.integers(0, 256, (n, cluster_mlp_mgpu.INPUTS), dtype=np.uint8)
   y = rng.integers(0, cluster_mlp_mgpu.CLASSES, n).astype(np.int32)
   order = rng.permutation(n).astype(np.int32)

@@ -8,7 +8,7 @@ import pytest
 
 from jaxshallow import paths
 from jaxshallow.run import config, population_run
-from pallas_kernels.fused import cluster_epoch_mgpu
+from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu
 from pallas_kernels.ops import dense_mgpu
 
 
@@ -146,14 +146,21 @@ def test_dense_on_hopper_from_its_rows():
     (256, 64, "sgd", "cluster_mlp"), (128, 64, "sgd", "cluster_mlp"),
     (300, 64, "sgd", "cluster_mlp"), (1024, 64, "sgd", "cluster_mlp"),
     (1792, 64, "sgd", "cluster_mlp"), (2048, 64, "sgd", "grid"),
-    (512, 128, "sgd", "grid"), (512, 64, "momentum", "grid")])
+    (512, 128, "sgd", "cluster_mlp"), (256, 256, "sgd", "cluster_mlp"),
+    (256, 512, "sgd", "grid"), (512, 64, "momentum", "grid")])
 def test_on_hopper_the_cluster_kernel_takes_one_hidden_layer_up_to_seven_clusters(
     hidden, batch, optimizer, kernel, monkeypatch):
-  """On Hopper the MLP's cluster kernel takes 784-H-10 at batch 64 with plain SGD for H up to
-  7 x 256 (several clusters; other widths padded), the grid kernel the rest."""
+  """On Hopper the MLP's cluster kernel takes 784-H-10 at batch 64, 128 and 256 (where this jax
+  was checked: ``checked_batches``) with plain SGD for H up to 7 x 256 (several clusters; other
+  widths padded), the grid kernel the rest."""
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  monkeypatch.setattr(cluster_mlp_mgpu, "checked_batches", lambda: cluster_mlp_mgpu.BATCHES)
   mlp = dict(head="xent", bias=True, optimizer=optimizer, dtype=jnp.float32)
   assert paths.epoch_kernel((784, hidden, 10), batch, precision="float32", **mlp) == kernel
+  # With a jax whose passes were not checked on a GPU, batch 64 only.
+  monkeypatch.setattr(cluster_mlp_mgpu, "checked_batches", lambda: (64,))
+  want = kernel if batch == 64 else "grid"
+  assert paths.epoch_kernel((784, hidden, 10), batch, precision="float32", **mlp) == want
 
 
 def test_the_work_rule_is_the_grid_kernels(monkeypatch, caplog):

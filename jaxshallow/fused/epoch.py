@@ -4,8 +4,8 @@ params and optax state in, params, optax state and metrics out.
 Two kinds of kernel train it (``jaxshallow.paths.epoch_kernel`` picks): a grid of programs
 that meet at grid-wide barriers (``pallas_kernels.fused.mlp_epoch``; any depth, SGD, momentum
 or Adam, batches up to its ``MAX_BATCH``), and on a Hopper GPU, for the networks they take,
-thread-block clusters (``cluster_mlp_mgpu``: 784-H-10 for H up to 1792 at batch 64, plain
-SGD, a cluster per 256 hidden units; ``cluster_epoch_mgpu``: the regression net 32-H-1 at
+thread-block clusters (``cluster_mlp_mgpu``: 784-H-10 for H up to 1792 at batch 64, 128 or
+256, plain SGD, a cluster per 256 hidden units; ``cluster_epoch_mgpu``: the regression net 32-H-1 at
 batch 256, plain SGD, float32, up to 512 units in one cluster, 1024 in two), and one CTA for
 softmax regression (``logreg_mgpu``: batch 64, plain SGD). On a GPU
 the grid kernel runs compiled, one launch a call (``run``: an epoch; ``run_epochs``: several,
@@ -154,7 +154,8 @@ def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_si
     return params, opt_state, losses, correct
   if kernel == "cluster_mlp":
     params, losses, correct = cluster_mlp_mgpu.train_epoch(params, x, labels, order, tx.lr,
-                                                           steps=steps, precision=precision)
+                                                           steps=steps, precision=precision,
+                                                           batch=batch_size)
     return params, opt_state, losses, correct
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
                              momentum=name == "momentum", adam=name == "adam",

@@ -102,8 +102,19 @@ from pallas_kernels.ops import dense_mgpu
 from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
+# Batches a single network trains at (``problem``'s ``wide``): 64 P rows in P passes of 64, the
+# gradients added up in registers and the weights updated in the last pass.
+BATCHES = (64, 128, 256)
 INPUTS = 784
 SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
+# With passes > 1, by the parts the products take (float32 3, tf32 2, bfloat16 1): the split
+# of W0's tiles, and whether W0's float32 values are held in registers. Each pass's gradient
+# sums take registers too, and ptxas spilled; the fastest of those tried at batch 128 on the
+# H100 (jax 0.11.2, ms an epoch, docs/design/cluster_kernels.md): float32 splits 1-5 7.89 /
+# 7.76 / 7.47 / 8.03 / 8.83 (batch 256: 2-4 7.20 / 6.61 / 7.81); tf32 2-4 without W0 in
+# registers 7.09 / 6.50 / 6.45, 5 with 7.90; bfloat16 3-4 without 6.39 / 5.99, 5 with 5.68.
+PASS_SPLIT = {3: 3, 2: 4, 1: 5}
+PASS_REGISTERS = {3: False, 2: False, 1: True}
 PADDED = 832  # 13 tiles of 64 inputs (the backward's wgmma M); input 784 is b0's (x = 255).
 TILES = PADDED // 64
 HIDDEN = 256  # A cluster's units: a wider network takes one cluster per 256 (``groups``).
@@ -141,6 +152,14 @@ def semantics():
   return plgpu.LoweringSemantics.Lane
 
 
+def checked_batches() -> tuple[int, ...]:
+  """The batches this jax trains at: ``BATCHES`` with jax 0.11, where the passes were checked
+  on the H100 against float64 (``check_kernels --only=cluster_mlp``); 64 with the others until
+  they are (their lowering semantics differ: ``semantics``)."""
+  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
+  return BATCHES if version == (0, 11) else (BATCH,)
+
+
 def _groups(hidden: int) -> int:
   """The clusters a hidden layer of ``hidden`` units takes: 256 units each, the last padded."""
   return -(-hidden // HIDDEN)
@@ -148,9 +167,9 @@ def _groups(hidden: int) -> int:
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
             wide: bool = False) -> str | None:
-  """Why this kernel cannot train the network (one line), or None if it can. ``wide``: any
-  hidden width up to ``grid_barrier.resident_clusters()`` clusters of 256 units
-  (``pad_hidden``), else 256."""
+  """Why this kernel cannot train the network (one line), or None if it can. ``wide`` (a single
+  network): any hidden width up to ``grid_barrier.resident_clusters()`` clusters of 256 units
+  (``pad_hidden``) and any batch of ``BATCHES``; else (a population's member) 256 and 64."""
   hidden = tuple(widths)[1] if len(widths) == 3 else 0
   most = HIDDEN * (grid_barrier.resident_clusters() if wide else 1)
   if tuple(widths) != (INPUTS, hidden, CLASSES) or not (1 <= hidden <= most if wide
@@ -158,8 +177,9 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
     units = f"(1 .. {most})" if wide else f"{HIDDEN}"
     return (f"it trains {INPUTS}-{units}-{CLASSES} networks, not "
             f"{'-'.join(map(str, widths))}")
-  if batch != BATCH:
-    return f"it takes batch {BATCH}, not {batch}"
+  batches = checked_batches() if wide else (BATCH,)
+  if batch not in batches:
+    return f"it takes batch {' or '.join(map(str, batches))}, not {batch}"
   if not bias:
     return "it has biases"
   if optimizer != "sgd":
@@ -180,7 +200,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
             *refs,  # (groups > 1: the groups' class sums, an output) and the scratch
             steps: int, lr: float | None, parts: int, unroll: bool, warpgroups: int, split: int,
-            ptx: bool, registers: bool, groups: int = 1):
+            ptx: bool, registers: bool, groups: int = 1, passes: int = 1):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   group_sums, refs = (refs[0], refs[1:]) if groups > 1 else (None, refs)
   (x, w0p, backward_buffers, dzp, onehot, eye, small, met, tma, x_tiles, dz_ready, w0_done,
@@ -189,6 +209,13 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
+
+  def pass_of(s):  # Whether step s (of 64 rows) is the first and the last pass of its batch
+    p = lax.rem(s, passes)
+    return p == 0, p == passes - 1
+
+  def choose(pred, a, b):  # jnp.where of a scalar predicate (broadcast: Mosaic GPU asks for it)
+    return jnp.where(jnp.broadcast_to(pred, a.shape), a, b)
   # The network this cluster trains (one, or a population's); with groups > 1, the cluster's
   # group of 256 units of one network, whose batches (and losses) are the groups' one.
   m = lax.axis_index("member")
@@ -264,7 +291,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       plgpu.barrier_wait(tma.at[i])
     w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
     b1 = _load(small.at[ROW_B1], by_col)
-    return w1, b1, held(0, split)
+    return w1, b1, held(0, split), pass_sums(0, split)
 
   def small_grads(h, dlogits):
     """dW1[units] (a (16,) row a class) and db1: sums over the batch rows, on the tensor
@@ -300,11 +327,24 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   def held(first, last):  # W0's tiles first .. last - 1 in registers (float32), or () if not
     return tuple(w0_tile(j) for j in range(first, last)) if registers else ()
 
-  def backward_tile(s, j, w):
+  def pass_sums(first, last):
+    """W0's tiles first .. last - 1's gradients summed over a batch's passes so far, in
+    registers (passes > 1, else ()). Their first values are never read (the first pass takes
+    its gradient alone): W0's part, for the layout. (W1's and b1's sums are kept in their rows
+    of ``small``, which hold nothing else between the launch's first and last step: registers
+    there spilled.)"""
+    if passes == 1:
+      return ()
+    return tuple(_load(w0_part(j, 0), plgpu.Layout.WGMMA).astype(f32)
+                 for j in range(first, last))
+
+  def backward_tile(s, j, w, total=None):
     """dW0's tile j, and W0's tile j updated: w is its float32 value in registers (returned
     updated; only the parts the products take are stored, all three in the last step, for the
     output), or None where W0 is in shared memory only (its three parts loaded, added up,
-    stored)."""
+    stored). With passes > 1, ``total`` is the tile's gradient summed over the step's earlier
+    passes (in registers; any value in its first pass): this pass's is added, and W0 is updated
+    in the last pass only. Returns (w, total)."""
     def tile_grad(acc):  # x[:, tile]^T dz, each part of dz: 64 inputs by the CTA's units
       plgpu.wgmma(acc, x.at[j].transpose((1, 0)), dzp.at[:, used])
       plgpu.wgmma_wait(0)
@@ -317,25 +357,51 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     def _():  # This tile of x is done with: the next batch's comes in behind the backward.
       fetch_x(s + 1, j)
     rate = lr if lr is not None else cols(_load(small.at[ROW_LR], by_col))
-    new = (w0_tile(j) if w is None else w) - rate * grad / 255.0  # as the twin rounds it
-    for p, bits in enumerate(split3(new)[:3 if w is None else parts]):
-      w0_part(j, p)[...] = bits
+    if passes == 1:
+      new = (w0_tile(j) if w is None else w) - rate * grad / 255.0  # as the twin rounds it
+      for p, bits in enumerate(split3(new)[:3 if w is None else parts]):
+        w0_part(j, p)[...] = bits
+      if w is None:
+        return None, None
+
+      @pl.when(s + 1 == steps)
+      def _():
+        for p, bits in list(enumerate(split3(new)))[parts:]:
+          w0_part(j, p)[...] = bits
+      return new, None
+    is_first, is_last = pass_of(s)
+    total = choose(is_first, grad, total + grad)  # The passes' gradients in order, as the twin
     if w is None:
-      return None
+      @pl.when(is_last)
+      def _():
+        for p, bits in enumerate(split3(w0_tile(j) - rate * total / 255.0)):
+          w0_part(j, p)[...] = bits
+      return None, total
+    new = choose(is_last, w - rate * total / 255.0, w)
+
+    @pl.when(is_last)
+    def _():
+      for p, bits in enumerate(split3(new)[:parts]):
+        w0_part(j, p)[...] = bits
 
     @pl.when(s + 1 == steps)
     def _():
       for p, bits in list(enumerate(split3(new)))[parts:]:
         w0_part(j, p)[...] = bits
-    return new
+    return new, total
 
-  def update_w0(s, first, last, ws):  # W0's tiles first .. last - 1; ws: see ``held``
-    if ws:  # unrolled: registers are not indexed by a loop's counter
-      ws = tuple(backward_tile(s, j, w) for j, w in zip(range(first, last), ws))
+  def update_w0(s, first, last, ws, totals):
+    """W0's tiles first .. last - 1; ws: see ``held``; totals: their gradients' sums over the
+    step's passes so far (passes > 1; else ())."""
+    if ws or totals:  # unrolled: registers are not indexed by a loop's counter
+      out = [backward_tile(s, j, ws[i] if ws else None, totals[i] if totals else None)
+             for i, j in enumerate(range(first, last))]
+      ws = tuple(w for w, _ in out) if ws else ()
+      totals = tuple(t for _, t in out) if totals else ()
     else:
       over_tiles(lambda j: backward_tile(s, j, None), first, last)
     plgpu.commit_smem()
-    return ws
+    return ws, totals
 
   def forward(first, last):  # z's part from W0's tiles first .. last - 1 (not yet / 255)
     def product(acc):  # x times W0's parts side by side: x is read once
@@ -400,7 +466,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             for k in range(CLASSES)]
 
   def step(s, parity, carry):
-    w1, b1, ws = carry
+    w1, b1, ws, w0_sums = carry  # (pass_sums: passes > 1)
     with jax.named_scope("forward"):
       z = forward(0, split)
       if warpgroups == 2:
@@ -419,7 +485,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       e = [jnp.exp(v - top) for v in logits]
       total = functools.reduce(jnp.add, e)
       picked = functools.reduce(jnp.add, [t * v for t, v in zip(labels, logits)])
-      dlogits = [(v / total - t) * (1.0 / BATCH) for v, t in zip(e, labels)]
+      dlogits = [(v / total - t) * (1.0 / (BATCH * passes)) for v, t in zip(e, labels)]
 
       @pl.when((c == 0) if groups == 1 else jnp.logical_and(c == 0, m == 0))
       def _():
@@ -448,17 +514,29 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       plgpu.copy_gmem_to_smem(onehot_in.at[data, s + 1], onehot, tma.at[3])
 
     with jax.named_scope("backward_w0"):
-      ws = update_w0(s, 0, split, ws)
+      ws, w0_sums = update_w0(s, 0, split, ws, w0_sums)
     rate = lr if lr is not None else _load(small.at[ROW_LR], by_col)
-    w1 = tuple(w - rate * d for w, d in zip(w1, dw1))
-    return w1, b1 - rate * db1, ws
+    if passes == 1:
+      w1 = tuple(w - rate * d for w, d in zip(w1, dw1))
+      return w1, b1 - rate * db1, ws, ()
+    # Several passes: the gradients added up in pass order, the update in the last.
+    is_first, is_last = pass_of(s)
+
+    def add(row, g):  # The sum so far in ``small``'s row, this pass's added (only this
+      total = choose(is_first, g, _load(small.at[row], by_col) + g)  # warpgroup's threads
+      _store(small.at[row], total)  # read and write it, a step's barriers apart)
+      return total
+    dw1 = tuple(add(k, g) for k, g in enumerate(dw1))
+    db1 = add(ROW_B1, db1)
+    w1 = tuple(choose(is_last, w - rate * d, w) for w, d in zip(w1, dw1))
+    return w1, choose(is_last, b1 - rate * db1, b1), ws, w0_sums
 
   # One step traced, its buffers' parity a value: Mosaic GPU's layout inference has half the
   # kernel to search than with two steps traced, a static parity each (jax 0.11.2: lowering
   # 21 s -> 4 s on the CPU; compile 51 -> 11 s on the H100).
   def first():  # The steps, and W0's first tiles
     carry = lax.fori_loop(0, steps, lambda s, carry: step(s, lax.rem(s, 2), carry), start())
-    w1, b1, _ = carry
+    w1, b1, *_ = carry
     if warpgroups == 2:
       plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles of the last step
     meet(4)  # No CTA leaves while a peer may still read its buffers.
@@ -475,19 +553,19 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       _store(zb, forward(split, TILES))
       sync()  # For the first warpgroup (before the arrival)
 
-    def tiles(s, ws):
+    def tiles(s, carry):
       plgpu.barrier_wait(dz_ready)
-      ws = update_w0(s, split, TILES, ws)
+      carry = update_w0(s, split, TILES, *carry)
       plgpu.barrier_wait(small_done)  # zb's memory is free.
       pl.when(s + 1 < steps)(z_part)
       plgpu.barrier_arrive(w0_done)
-      return ws
+      return carry
     # W0's parts come by a copy the first warpgroup issued, before x's tiles but not
     # necessarily in before them.
     plgpu.barrier_wait(tma.at[0])
     z_part()
     plgpu.barrier_arrive(w0_done)
-    lax.fori_loop(0, steps, tiles, held(split, TILES))
+    lax.fori_loop(0, steps, tiles, (held(split, TILES), pass_sums(split, TILES)))
 
   if warpgroups == 2:
     wg = lax.axis_index("wg")
@@ -499,11 +577,12 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
-          profile_dir: str | None = None, members: int = 1, groups: int = 1):
+          profile_dir: str | None = None, members: int = 1, groups: int = 1, passes: int = 1):
   """The kernel for ``members`` networks, one cluster each (each input and output with a
   leading member axis); ``lr`` None: each network's own, from row ROW_LR of its small
   parameters. ``groups`` > 1: one network of ``groups`` x 256 units instead, a cluster a group
-  (W0 and W1 with a leading group axis; the batches and the metrics with one of size 1)."""
+  (W0 and W1 with a leading group axis; the batches and the metrics with one of size 1).
+  ``steps`` counts passes of 64 rows: an SGD step of 64 ``passes`` rows takes ``passes``."""
   if groups > 1 and (members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
                      "interpreter cannot run the grid barrier)")
@@ -524,17 +603,17 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   # W0's tiles 0 .. split - 1 are the first warpgroup's, the rest the second's (the first also
   # takes the small products: 5 and 8 ran fastest in float32 of the splits tried, 4 to 7, with
   # the exchanges pulled and pushed; docs/design/cluster_kernels.md).
-  split = SPLIT if warpgroups == 2 else TILES
+  split = (SPLIT if passes == 1 else PASS_SPLIT[parts]) if warpgroups == 2 else TILES
   # W0's float32 values held in registers at tf32 and bfloat16 (a faster step, the same bits);
   # at float32 ptxas spills and the step is slower.
-  registers = parts < 3
+  registers = parts < 3 and (passes == 1 or PASS_REGISTERS[parts])
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   clusters = groups if groups > 1 else members
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
                         warpgroups=warpgroups, split=split, ptx=not interpret,
-                        registers=registers, groups=groups),
+                        registers=registers, groups=groups, passes=passes),
       out_type=(jax.ShapeDtypeStruct((clusters, CTAS, PADDED, 3 * UNITS), bf16),
                 jax.ShapeDtypeStruct((clusters, CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((members, steps, 2, BATCH), f32))
@@ -623,9 +702,10 @@ def batches(x, labels, order, steps: int):
 
 
 def train_steps(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False,
-          profile_dir: str | None = None):
-  """``steps`` SGD steps in one launch on the batches of ``batches``. Returns (params,
-  losses (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
+          profile_dir: str | None = None, passes: int = 1):
+  """SGD steps in one launch on the batches of ``batches``: a step of 64 ``passes`` rows takes
+  ``passes`` of them in turn (the kernel's passes over one batch). Returns (params, losses
+  (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
   ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
   kernel then runs one warpgroup, as in the interpreter)."""
@@ -633,16 +713,19 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
   groups = _groups(hidden)
   if not hidden:
     raise ValueError("it trains a hidden layer of at least one unit")
+  if xs.shape[0] % passes:
+    raise ValueError(f"{xs.shape[0]} batches of 64 rows are not steps of {passes}")
   if hidden % HIDDEN:
     padded, losses, correct = train_steps(pad_hidden(params, groups * HIDDEN), xs, onehot, lr,
-                                          precision, interpret, profile_dir)
+                                          precision, interpret, profile_dir, passes)
     return unpad_hidden(padded, hidden), losses, correct
   if groups > 1:
-    return _train_groups(params, xs, onehot, lr, precision, groups, interpret, profile_dir)
-  call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir)
+    return _train_groups(params, xs, onehot, lr, precision, groups, interpret, profile_dir,
+                         passes)
+  call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir, passes=passes)
   one = lambda a: a[None]  # A population of one; its learning rate is the kernel's constant.
   params, losses, correct = _launch(call, jax.tree.map(one, params), jnp.zeros(1, jnp.float32),
-                                    one(xs), one(onehot))
+                                    one(xs), one(onehot), passes)
   return jax.tree.map(lambda a: a[0], params), losses[0], correct[0]
 
 
@@ -682,20 +765,27 @@ def join_groups(stacked):
 
 
 def _train_groups(params, xs, onehot, lr: float, precision: str, groups: int,
-                  interpret: bool = False, profile_dir: str | None = None):
+                  interpret: bool = False, profile_dir: str | None = None, passes: int = 1):
   """``train_steps`` of a network of ``groups`` x 256 units: a cluster a group, one launch."""
-  call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir, groups=groups)
+  call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir, groups=groups,
+               passes=passes)
   stacked, losses, correct = _launch(call, split_groups(params, groups),
-                                     jnp.zeros(groups, jnp.float32), xs[None], onehot[None])
+                                     jnp.zeros(groups, jnp.float32), xs[None], onehot[None],
+                                     passes)
   return join_groups(stacked), losses[0], correct[0]
 
 
-def _launch(call, params, lrs, xs, onehot):
+def _launch(call, params, lrs, xs, onehot, passes: int = 1):
   """``call`` (a ``_call`` kernel) on stacked params, learning rates, batches and labels: the
-  members' params, losses (members, steps) and correct counts (members, steps)."""
+  members' params, losses (members, steps) and correct counts (members, steps), a step's over
+  its ``passes`` x 64 rows."""
   w0p, small = jax.vmap(_pack)(params, lrs)
   # (A network of several groups: one batch and metrics row, and its groups' sums, unread.)
   w0p, small, metrics, *_ = call(w0p, small, jnp.eye(LANES, dtype=jnp.float32), xs, onehot)
+  if passes > 1:  # (members, steps x passes, 2, 64) -> (members, steps, 2, a step's rows)
+    members, runs = metrics.shape[:2]
+    metrics = metrics.reshape(members, runs // passes, passes, 2, BATCH).transpose(0, 1, 3, 2, 4)
+    metrics = metrics.reshape(members, runs // passes, 2, passes * BATCH)
   return (jax.vmap(_unpack)(w0p, small), *common.step_metrics(metrics))
 
 
@@ -714,26 +804,28 @@ def train_population(params, xs, onehot, lrs, precision: str = "float32", twin: 
 
 
 
-def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: str = "float32"):
-  """One epoch: ``steps`` batches of ``x`` (N, 784) uint8 pixels and integer ``labels`` (N,)
-  gathered in ``order``, then ``train_steps``. Returns (params, losses, correct counts)."""
-  xs, onehot = batches(x, labels, order, steps)
-  return train_steps(params, xs, onehot, lr, precision)
+def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: str = "float32",
+                batch: int = BATCH):
+  """One epoch: ``steps`` batches of ``batch`` rows of ``x`` (N, 784) uint8 pixels and integer
+  ``labels`` (N,) gathered in ``order``, then ``train_steps``. Returns (params, losses, correct
+  counts)."""
+  passes = batch // BATCH
+  xs, onehot = batches(x, labels, order, steps * passes)
+  return train_steps(params, xs, onehot, lr, precision, passes=passes)
 
-def reference(params, xs, onehot, lr: float):
+def reference(params, xs, onehot, lr: float, passes: int = 1):
   """The plain-jnp twin of ``train_steps`` (of a hidden layer of 256 G units: pad others first,
   ``pad_hidden``): the same steps at params' dtype's full precision, the
   pixels' 1/255 applied after the first product (b0 in it, as W0's row 784) and the logits
   summed over the 16-unit groups in order, then (a wider network) over its clusters' sums in
-  order, as the kernel does."""
+  order, as the kernel does; a step of ``passes`` batches of 64 adds their gradients in order."""
   hi = lax.Precision.HIGHEST
   dtype = params[0]["w"].dtype
   w0 = _with_bias(params[0]["w"], params[0]["b"])
   w1, b1 = params[1]["w"], params[1]["b"]
 
-  def step(carry, batch):
-    w0, w1, b1 = carry
-    x, t = batch[0].astype(dtype), batch[1].T[:, :CLASSES].astype(dtype)
+  def one_pass(w0, w1, b1, x, t):  # A pass's per-row losses, correct flags and gradients
+    x, t = x.astype(dtype), t.T[:, :CLASSES].astype(dtype)
     z = jnp.dot(x, w0, precision=hi) / 255.0
     h = jnp.maximum(z, 0.0)
     groups = w1.shape[0] // HIDDEN
@@ -748,14 +840,27 @@ def reference(params, xs, onehot, lr: float):
     e = jnp.exp(logits - top)
     total = jnp.sum(e, axis=1, keepdims=True)
     picked = jnp.sum(t * logits, axis=1, keepdims=True)
-    loss = jnp.mean(jnp.log(total) + top - picked)
-    correct = jnp.sum(picked >= top)
-    dlogits = (e / total - t) / BATCH
+    dlogits = (e / total - t) / (BATCH * passes)
     dz = jnp.where(z > 0, jnp.dot(dlogits, w1.T, precision=hi), 0.0)
-    new = (w0 - lr * jnp.dot(x.T, dz, precision=hi) / 255.0,
-           w1 - lr * jnp.dot(h.T, dlogits, precision=hi), b1 - lr * jnp.sum(dlogits, axis=0))
-    return new, (loss, correct)
+    grads = (jnp.dot(x.T, dz, precision=hi), jnp.dot(h.T, dlogits, precision=hi),
+             jnp.sum(dlogits, axis=0))
+    return (jnp.log(total) + top - picked)[:, 0], (picked >= top)[:, 0], grads
 
-  (w0, w1, b1), (losses, correct) = lax.scan(step, (w0, w1, b1), (xs, onehot))
+  def step(carry, batch):
+    w0, w1, b1 = carry
+    rows, flags, grads = [], [], None
+    for p in range(passes):
+      loss, right, g = one_pass(w0, w1, b1, batch[0][p], batch[1][p])
+      rows.append(loss)
+      flags.append(right)
+      grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
+    gw0, gw1, gb1 = grads
+    new = (w0 - lr * gw0 / 255.0, w1 - lr * gw1, b1 - lr * gb1)
+    return new, (jnp.mean(jnp.concatenate(rows)), jnp.sum(jnp.concatenate(flags)))
+
+  steps = xs.shape[0] // passes
+  batches = (xs.reshape(steps, passes, *xs.shape[1:]),
+             onehot.reshape(steps, passes, *onehot.shape[1:]))
+  (w0, w1, b1), (losses, correct) = lax.scan(step, (w0, w1, b1), batches)
   params = [{"w": w0[:INPUTS], "b": w0[INPUTS]}, {"w": w1, "b": b1}]
   return params, losses, correct.astype(jnp.int32)
