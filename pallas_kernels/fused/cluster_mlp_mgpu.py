@@ -60,6 +60,14 @@ their sums and the second warpgroup's part of z take turns in one memory (a ``Re
 CTA 0 writes each step's per-row losses and correct flags; they are added up after the launch
 in a fixed order.
 
+A batch of 128 or 256 rows (``BATCHES``) runs as two or four passes of 64 at the same weights
+(``passes``): each pass is the step above with dL/dlogits scaled by 1/(64 passes), except that
+its gradients are added to the sums of the step's earlier passes (W0's tiles in registers,
+W1's and b1's in their rows of the small parameters' shared memory, which hold nothing else
+between the launch's first and last step) and only the last pass updates the weights. x's
+64 rows fill the shared memory, so the rows cannot all be in at once; a pass costs about a
+step of 64 rows (docs/design/cluster_kernels.md).
+
 A population trains a cluster a network (``train_population``): the launch's grid holds one
 cluster a member (Pallas Mosaic GPU's grid counts clusters), each reading its member's
 parameters, batches and learning rate (row ROW_LR of its small parameters; the single network
