@@ -309,14 +309,15 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
                              dtype=jnp.float32) is None
 
 
-def test_larger_batches_where_checked(monkeypatch):
-  """A single network (``wide``) trains at 128 and 256 in passes of 64 with jax 0.11, where they
-  were checked on the GPU; other versions at 64 until they are; a population's member at 64."""
+@pytest.mark.parametrize("version", ["0.11.2", "0.12.0.1"])
+def test_larger_batches_where_checked(monkeypatch, version):
+  """A single network (``wide``) trains at 128 and 256 in passes of 64 with jax 0.11 and 0.12,
+  where they were checked on the GPU; jax 0.10 at 64 until it is; a population's member at 64."""
   args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32}
-  monkeypatch.setattr(jax, "__version__", "0.11.2")
+  monkeypatch.setattr(jax, "__version__", version)
   for batch in (64, 128, 256):
     assert cluster_mlp_mgpu.problem((784, 256, 10), batch, wide=True, **args) is None
   assert "not 128" in cluster_mlp_mgpu.problem((784, 256, 10), 128, **args)
-  monkeypatch.setattr(jax, "__version__", "0.12.0")
+  monkeypatch.setattr(jax, "__version__", "0.10.2")
   assert "it takes batch 64, not 128" in cluster_mlp_mgpu.problem((784, 256, 10), 128,
                                                                   wide=True, **args)
