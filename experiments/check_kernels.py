@@ -613,8 +613,8 @@ def cluster_mlp_cases(rng, interpret):
 
 
 def cluster_batch_cases(rng, steps=20):
-  """cluster_mlp_mgpu at the larger batches (64 P rows in P passes, the gradients added up in
-  registers) against float64 train_step over ``steps`` steps, bounded as the epoch family's
+  """cluster_mlp_mgpu at the larger batches (64 P rows in P passes, the gradients added up over
+  the passes) against float64 train_step over ``steps`` steps, bounded as the epoch family's
   float32, and run twice (the same bits); 784-512-10 (two clusters) at batch 128; the reduced
   precisions in one step, on the loss and the last layer (as the single network's cases)."""
   lr = 0.1

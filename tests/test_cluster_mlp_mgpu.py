@@ -158,7 +158,7 @@ def test_twin_of_several_passes_follows_train_step_in_float64(hidden, batch):
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-13)
 
 
-def test_a_step_of_several_passes_reports_the_whole_batch(monkeypatch):
+def test_a_step_of_several_passes_reports_the_whole_batch():
   """The kernel writes each pass's 64 per-row losses and flags; a step's loss and count are
   over all its rows (``_launch``): checked with a stand-in kernel that writes the row's index
   as its loss and flags even rows."""
@@ -321,3 +321,11 @@ def test_larger_batches_where_checked(monkeypatch, version):
   monkeypatch.setattr(jax, "__version__", "0.10.2")
   assert "it takes batch 64, not 128" in cluster_mlp_mgpu.problem((784, 256, 10), 128,
                                                                   wide=True, **args)
+
+
+@pytest.mark.parametrize("batch", [100, 32])
+def test_batches_not_of_whole_passes_are_refused(batch):
+  params, x, y, order = _setup(np.random.default_rng(8), 2)
+  with pytest.raises(ValueError, match=f"batches of 64 P rows .*, not {batch}"):
+    cluster_mlp_mgpu.train_epoch(params, jnp.asarray(x.reshape(-1, 784)), jnp.asarray(y), order,
+                                 0.5, steps=1, batch=batch)

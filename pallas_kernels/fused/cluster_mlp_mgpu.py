@@ -1,7 +1,8 @@
 """The MLP's epoch in one thread-block cluster (Pallas Mosaic GPU, Hopper).
 
 The network is 784 -> 256 (ReLU) -> 10 with biases, softmax cross-entropy and plain SGD,
-batch 64: the project's MLP reference workload. One launch runs every step of an epoch in
+batch 64: the project's MLP reference workload (wider hidden layers, batches of 128 and 256:
+below). One launch runs every step of an epoch in
 one cluster of 16 CTAs, two warpgroups each. CTA c owns hidden units 16c .. 16c + 15: its
 columns of W0 (kept in shared memory for the whole launch, in thirteen tiles of 64 inputs; at
 tf32 and bfloat16 also in registers, below), with b0 as W0's row 784 (the images' input 784 is
@@ -111,7 +112,7 @@ from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
 
 BATCH = 64  # wgmma's M: one warpgroup's rows.
 # Batches a single network trains at (``problem``'s ``wide``): 64 P rows in P passes of 64, the
-# gradients added up in registers and the weights updated in the last pass.
+# gradients added up over the passes and the weights updated in the last pass.
 BATCHES = (64, 128, 256)
 INPUTS = 784
 SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
@@ -530,12 +531,17 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     # Several passes: the gradients added up in pass order, the update in the last.
     is_first, is_last = pass_of(s)
 
-    def add(row, g):  # The sum so far in ``small``'s row, this pass's added (only this
-      total = choose(is_first, g, _load(small.at[row], by_col) + g)  # warpgroup's threads
-      _store(small.at[row], total)  # read and write it, a step's barriers apart)
-      return total
-    dw1 = tuple(add(k, g) for k, g in enumerate(dw1))
-    db1 = add(ROW_B1, db1)
+    # The sums so far in ``small``'s rows (only this warpgroup reads and writes them), this
+    # pass's added. A row's 16 values are held by 32 threads each (``by_col``), which all store
+    # them: every thread loads before any stores (``sync``), else a late warp could load a row
+    # already updated and add this pass's gradient twice.
+    sum_rows = list(range(CLASSES)) + [ROW_B1]
+    so_far = [_load(small.at[row], by_col) for row in sum_rows]
+    sync()
+    totals = [choose(is_first, g, t + g) for t, g in zip(so_far, list(dw1) + [db1])]
+    for row, total in zip(sum_rows, totals):
+      _store(small.at[row], total)
+    dw1, db1 = tuple(totals[:CLASSES]), totals[CLASSES]
     w1 = tuple(choose(is_last, w - rate * d, w) for w, d in zip(w1, dw1))
     return w1, choose(is_last, b1 - rate * db1, b1), ws, w0_sums
 
@@ -817,6 +823,8 @@ def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: s
   """One epoch: ``steps`` batches of ``batch`` rows of ``x`` (N, 784) uint8 pixels and integer
   ``labels`` (N,) gathered in ``order``, then ``train_steps``. Returns (params, losses, correct
   counts)."""
+  if batch % BATCH or batch < BATCH:
+    raise ValueError(f"it takes batches of 64 P rows (P passes; checked: {BATCHES}), not {batch}")
   passes = batch // BATCH
   xs, onehot = batches(x, labels, order, steps * passes)
   return train_steps(params, xs, onehot, lr, precision, passes=passes)
