@@ -36,6 +36,21 @@ def _setup(rng, steps, hidden=256, batch=64):
   return params, x, y, rng.permutation(n).astype(np.int32)
 
 
+def _train_step_float64(p64, x, y, order, steps, batch, lr):
+  """The project's training step in float64 (train_step, SGD) over ``steps`` batches of
+  ``batch`` rows in ``order``: the final params, each step's loss and accuracy."""
+  tx = train.make_optimizer("sgd", lr)
+  p, state, losses, accuracy = p64, tx.init(p64), [], []
+  for s in range(steps):
+    idx = order[s * batch:(s + 1) * batch]
+    pixels = jnp.asarray(x[idx], jnp.float64) / 255.0  # as train.to_float, in float64
+    p, state, m = train.train_step(p, state, (pixels, jnp.asarray(y[idx])), tx=tx,
+                                   model=models.MLP)
+    losses.append(float(m["loss"]))
+    accuracy.append(float(m["accuracy"]))
+  return p, losses, accuracy
+
+
 @pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
 @pytest.mark.parametrize("steps,precision", [(1, "float32"), (4, "float32"), (3, "bfloat16")])
 def test_kernel_lowers(steps, precision):
@@ -116,15 +131,7 @@ def test_twin_follows_train_step_in_float64(hidden):
     xs, onehot = cluster_mlp_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, steps)
     got, losses, correct = cluster_mlp_mgpu.reference(p64, xs.astype(jnp.float64),
                                                  onehot.astype(jnp.float64), lr)
-    tx = train.make_optimizer("sgd", lr)
-    p, state, want, want_acc = p64, tx.init(p64), [], []
-    for s in range(steps):
-      idx = order[s * 64:(s + 1) * 64]
-      pixels = jnp.asarray(x[idx], jnp.float64) / 255.0  # as train.to_float, in float64
-      p, state, m = train.train_step(p, state, (pixels, jnp.asarray(y[idx])), tx=tx,
-                                     model=models.MLP)
-      want.append(float(m["loss"]))
-      want_acc.append(float(m["accuracy"]))
+    p, want, want_acc = _train_step_float64(p64, x, y, order, steps, 64, lr)
     np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-10)
     np.testing.assert_array_equal(np.asarray(correct), np.round(np.array(want_acc) * 64))
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(p)):
@@ -143,15 +150,7 @@ def test_twin_of_several_passes_follows_train_step_in_float64(hidden, batch):
     xs, onehot = cluster_mlp_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, steps * passes)
     got, losses, correct = cluster_mlp_mgpu.reference(p64, xs.astype(jnp.float64),
                                                       onehot.astype(jnp.float64), lr, passes)
-    tx = train.make_optimizer("sgd", lr)
-    p, state, want, want_acc = p64, tx.init(p64), [], []
-    for s in range(steps):
-      idx = order[s * batch:(s + 1) * batch]
-      pixels = jnp.asarray(x[idx], jnp.float64) / 255.0
-      p, state, m = train.train_step(p, state, (pixels, jnp.asarray(y[idx])), tx=tx,
-                                     model=models.MLP)
-      want.append(float(m["loss"]))
-      want_acc.append(float(m["accuracy"]))
+    p, want, want_acc = _train_step_float64(p64, x, y, order, steps, batch, lr)
     np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-10)
     np.testing.assert_array_equal(np.asarray(correct), np.round(np.array(want_acc) * batch))
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(p)):
@@ -193,14 +192,7 @@ def test_padded_units_train_as_none(hidden):
     for leaf in (got[0]["w"][:, hidden:], got[0]["b"][hidden:], got[1]["w"][hidden:]):
       assert not np.any(np.asarray(leaf))
     got = cluster_mlp_mgpu.unpad_hidden(got, hidden)
-    tx = train.make_optimizer("sgd", lr)
-    p, state, want = p64, tx.init(p64), []
-    for s in range(steps):
-      idx = order[s * 64:(s + 1) * 64]
-      pixels = jnp.asarray(x[idx], jnp.float64) / 255.0
-      p, state, m = train.train_step(p, state, (pixels, jnp.asarray(y[idx])), tx=tx,
-                                     model=models.MLP)
-      want.append(float(m["loss"]))
+    p, want, _ = _train_step_float64(p64, x, y, order, steps, 64, lr)
     np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-10)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(p)):
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-13)

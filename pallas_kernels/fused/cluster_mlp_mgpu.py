@@ -155,8 +155,7 @@ def semantics():
   against 3.6); jax 0.12: Lane, 6.73 ms against Warpgroup's 6.83 (compile 3.1 s against 4.9).
   jax 0.10: Lane (its default; not run on a GPU)."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
-  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
-  if version == (0, 11):
+  if _jax_version() == (0, 11):
     return plgpu.LoweringSemantics.Warpgroup
   return plgpu.LoweringSemantics.Lane
 
@@ -165,8 +164,12 @@ def checked_batches() -> tuple[int, ...]:
   """The batches this jax trains at: ``BATCHES`` with jax 0.11 and 0.12, where the passes were
   checked on the H100 against float64 (``check_kernels --only=cluster_mlp``, the same errors
   with both); 64 with jax 0.10 until a GPU run checks them there."""
-  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
-  return BATCHES if version in ((0, 11), (0, 12)) else (BATCH,)
+  return BATCHES if _jax_version() in ((0, 11), (0, 12)) else (BATCH,)
+
+
+def _jax_version() -> tuple[int, int]:
+  """This jax's (major, minor): what ``semantics`` and ``checked_batches`` choose by."""
+  return tuple(int(v) for v in jax.__version__.split(".")[:2])
 
 
 def _groups(hidden: int) -> int:
