@@ -614,8 +614,9 @@ def cluster_mlp_cases(rng, interpret):
 
 def cluster_batch_cases(rng, steps=20):
   """cluster_mlp_mgpu at the larger batches (64 P rows in P passes, the gradients added up over
-  the passes) against float64 train_step over ``steps`` steps, bounded as the epoch family's
-  float32, and run twice (the same bits); 784-512-10 (two clusters) at batch 128; the reduced
+  the passes; at batch 256 and 512 in two clusters, half of the passes each: ``ROWGROUPS``)
+  against float64 train_step over ``steps`` steps, bounded as the epoch family's float32, and
+  run twice (the same bits); 784-512-10 (two clusters of units) at batch 128; the reduced
   precisions in one step, on the loss and the last layer (as the single network's cases)."""
   lr = 0.1
   for hidden, batch in [(256, b) for b in cluster_mlp_mgpu.BATCHES[1:]] + [(512, 128)]:
@@ -626,9 +627,10 @@ def cluster_batch_cases(rng, steps=20):
     inputs = (params, x, y, order, lr, "sgd", batch, models.MLP, steps)
     ref = _epoch_reference(*inputs)
     bound, xla_err = _float32_bound(ref, *inputs)
-    name = f"cluster mlp 784-{hidden}-10 batch {batch} {steps} steps (xla {xla_err:.0e})"
+    split = " in 2 clusters" if hidden == 256 and batch in cluster_mlp_mgpu.ROWGROUPS else ""
+    name = f"cluster mlp 784-{hidden}-10 batch {batch}{split} {steps} steps (xla {xla_err:.0e})"
     yield name, "float32", _distance(losses, jax.tree.leaves(got), *ref), bound
-    yield (f"cluster mlp 784-{hidden}-10 batch {batch} twice: the same bits", "float32",
+    yield (f"cluster mlp 784-{hidden}-10 batch {batch}{split} twice: the same bits", "float32",
            _same_bits((got, losses), run(params, x, y, order)[:2]))
     if hidden != 256:
       continue
@@ -637,7 +639,7 @@ def cluster_batch_cases(rng, steps=20):
       got, losses, _ = jax.jit(functools.partial(
           cluster_mlp_mgpu.train_epoch, lr=lr, steps=1, batch=batch, precision=precision))(
               params, x, y, order)
-      yield (f"cluster mlp 784-256-10 batch {batch} 1 step", precision,
+      yield (f"cluster mlp 784-256-10 batch {batch}{split} 1 step", precision,
              _distance(losses, jax.tree.leaves(got)[-2:], ref1[0], ref1[1][-2:]))
 
 

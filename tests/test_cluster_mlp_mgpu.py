@@ -138,10 +138,33 @@ def test_twin_follows_train_step_in_float64(hidden):
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-13)
 
 
-@pytest.mark.parametrize("hidden,batch", [(256, 128), (256, 256), (512, 128)])
-def test_twin_of_several_passes_follows_train_step_in_float64(hidden, batch):
+@pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
+def test_passes_split_between_two_clusters_lower():
+  """A step's passes split between two clusters of the same units (``rowgroups``): their sums
+  meet through global memory at a grid barrier a warpgroup (two counters)."""
+  fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5, passes=4,
+                                                            rowgroups=2))
+  args = _abstract(256, 8)
+  _, losses, _ = jax.eval_shape(fn, *args)
+  assert losses.shape == (2,)
+  text = fn.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+  assert "red.release.gpu.global.add" in text and "tensor<2xi32>" in text
+
+
+@pytest.mark.parametrize("kw,message", [({"passes": 3}, "an even number of passes"),
+                                         ({"passes": 2, "interpret": True}, "compiled")])
+def test_rowgroups_it_cannot_run_are_refused(kw, message):
+  fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5, rowgroups=2, **kw))
+  with pytest.raises(ValueError, match=message):
+    fn.trace(*_abstract(256, 6))
+
+
+@pytest.mark.parametrize("hidden,batch,rowgroups", [(256, 128, 1), (256, 256, 1), (512, 128, 1),
+                                                    (256, 256, 2), (256, 512, 2)])
+def test_twin_of_several_passes_follows_train_step_in_float64(hidden, batch, rowgroups):
   """A step of 64 P rows as P passes of 64 (each pass's gradient summed in pass order, the
-  update after the last) is train_step at batch 64 P: float64 trajectories within 1e-10."""
+  update after the last; with two row groups, each half's summed, then the halves) is
+  train_step at batch 64 P: float64 trajectories within 1e-10."""
   rng = np.random.default_rng(6)
   steps, lr, passes = 3, 0.5, batch // 64
   params, x, y, order = _setup(rng, steps, hidden, batch)
@@ -149,7 +172,8 @@ def test_twin_of_several_passes_follows_train_step_in_float64(hidden, batch):
     p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
     xs, onehot = cluster_mlp_mgpu.batches(jnp.asarray(x), jnp.asarray(y), order, steps * passes)
     got, losses, correct = cluster_mlp_mgpu.reference(p64, xs.astype(jnp.float64),
-                                                      onehot.astype(jnp.float64), lr, passes)
+                                                      onehot.astype(jnp.float64), lr, passes,
+                                                      rowgroups)
     p, want, want_acc = _train_step_float64(p64, x, y, order, steps, batch, lr)
     np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-10)
     np.testing.assert_array_equal(np.asarray(correct), np.round(np.array(want_acc) * batch))
@@ -288,7 +312,7 @@ def test_networks_of_several_clusters(widths, kw, message):
     ((784, 512, 256, 10), 64, {}, "it trains 784-256-10 networks, not 784-512-256-10"),
     ((784, 10), 64, {}, "not 784-10"),
     ((784, 256, 10), 128, {}, "it takes batch 64, not 128"),
-    ((784, 256, 10), 512, {"wide": True}, "not 512"),
+    ((784, 256, 10), 1024, {"wide": True}, "not 1024"),
     ((784, 256, 10), 64, {"bias": False}, "it has biases"),
     ((784, 256, 10), 64, {"optimizer": "momentum"}, "plain SGD, not momentum"),
     ((784, 256, 10), 64, {"dtype": np.float64}, "float32, not float64"),
@@ -304,11 +328,14 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
 @pytest.mark.parametrize("version", ["0.11.2", "0.12.0.1"])
 def test_larger_batches_where_checked(monkeypatch, version):
   """A single network (``wide``) trains at 128 and 256 in passes of 64 with jax 0.11 and 0.12,
-  where they were checked on the GPU; jax 0.10 at 64 until it is; a population's member at 64."""
+  and at 512 (two clusters) with jax 0.11, where they were checked on the GPU; jax 0.10 at 64
+  until it is; a population's member at 64."""
   args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32}
   monkeypatch.setattr(jax, "__version__", version)
   for batch in (64, 128, 256):
     assert cluster_mlp_mgpu.problem((784, 256, 10), batch, wide=True, **args) is None
+  why = cluster_mlp_mgpu.problem((784, 256, 10), 512, wide=True, **args)
+  assert why is None if version.startswith("0.11") else "not 512" in why
   assert "not 128" in cluster_mlp_mgpu.problem((784, 256, 10), 128, **args)
   monkeypatch.setattr(jax, "__version__", "0.10.2")
   assert "it takes batch 64, not 128" in cluster_mlp_mgpu.problem((784, 256, 10), 128,
@@ -321,3 +348,26 @@ def test_batches_not_of_whole_passes_are_refused(batch):
   with pytest.raises(ValueError, match=f"batches of 64 P rows .*, not {batch}"):
     cluster_mlp_mgpu.train_epoch(params, jnp.asarray(x.reshape(-1, 784)), jnp.asarray(y), order,
                                  0.5, steps=1, batch=batch)
+
+
+def test_batch_512_takes_one_cluster_of_units(monkeypatch):
+  """Batch 512 runs in two clusters of the same 256 units: a wider network is refused there."""
+  monkeypatch.setattr(jax, "__version__", "0.11.2")
+  args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32, "wide": True}
+  assert "batch 512 at up to 256 hidden units, not 512" in cluster_mlp_mgpu.problem(
+      (784, 512, 10), 512, **args)
+  assert cluster_mlp_mgpu.problem((784, 200, 10), 512, **args) is None
+
+
+@pytest.mark.parametrize("hidden,batch,rowgroups", [(256, 64, 1), (256, 128, 1), (256, 256, 2),
+                                                    (256, 512, 2), (200, 256, 2),
+                                                    (512, 256, 1)])
+def test_epoch_splits_large_batches_between_two_clusters(monkeypatch, hidden, batch, rowgroups):
+  """``train_epoch`` runs a 256-unit network's step of four passes or more in two clusters
+  (``ROWGROUPS``), a wider network's in its own clusters of units."""
+  seen = {}
+  monkeypatch.setattr(cluster_mlp_mgpu, "train_steps",
+                      lambda *a, **kw: seen.update(kw) or (None, None, None))
+  params, x, y, order = _setup(np.random.default_rng(8), 1, hidden, batch)
+  cluster_mlp_mgpu.train_epoch(params, x, y, order, 0.1, steps=1, batch=batch)
+  assert seen["rowgroups"] == rowgroups and seen["passes"] == batch // 64

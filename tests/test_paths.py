@@ -147,12 +147,13 @@ def test_dense_on_hopper_from_its_rows():
     (300, 64, "sgd", "cluster_mlp"), (1024, 64, "sgd", "cluster_mlp"),
     (1792, 64, "sgd", "cluster_mlp"), (2048, 64, "sgd", "grid"),
     (512, 128, "sgd", "cluster_mlp"), (256, 256, "sgd", "cluster_mlp"),
-    (256, 512, "sgd", "grid"), (512, 64, "momentum", "grid")])
+    (256, 512, "sgd", "cluster_mlp"), (512, 512, "sgd", "grid"), (256, 1024, "sgd", "grid"),
+    (512, 64, "momentum", "grid")])
 def test_on_hopper_the_cluster_kernel_takes_one_hidden_layer_up_to_seven_clusters(
     hidden, batch, optimizer, kernel, monkeypatch):
   """On Hopper the MLP's cluster kernel takes 784-H-10 at batch 64, 128 and 256 (where this jax
   was checked: ``checked_batches``) with plain SGD for H up to 7 x 256 (several clusters; other
-  widths padded), the grid kernel the rest."""
+  widths padded), and at batch 512 up to 256 units, the grid kernel the rest."""
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
   monkeypatch.setattr(cluster_mlp_mgpu, "checked_batches", lambda: cluster_mlp_mgpu.BATCHES)
   mlp = dict(head="xent", bias=True, optimizer=optimizer, dtype=jnp.float32)

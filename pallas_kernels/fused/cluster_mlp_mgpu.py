@@ -1,7 +1,7 @@
 """The MLP's epoch in one thread-block cluster (Pallas Mosaic GPU, Hopper).
 
 The network is 784 -> 256 (ReLU) -> 10 with biases, softmax cross-entropy and plain SGD,
-batch 64: the project's MLP reference workload (wider hidden layers, batches of 128 and 256:
+batch 64: the project's MLP reference workload (wider hidden layers, batches of 128 to 512:
 below). One launch runs every step of an epoch in
 one cluster of 16 CTAs, two warpgroups each. CTA c owns hidden units 16c .. 16c + 15: its
 columns of W0 (kept in shared memory for the whole launch, in thirteen tiles of 64 inputs; at
@@ -69,6 +69,15 @@ between the launch's first and last step) and only the last pass updates the wei
 64 rows fill the shared memory, so the rows cannot all be in at once; a pass costs about a
 step of 64 rows (docs/design/cluster_kernels.md).
 
+At batch 256 and 512 (``ROWGROUPS``) a 256-unit network's step takes two clusters of the same
+units (``rowgroups``), each running half of the step's passes at the same weights: in a step's
+last pass each CTA stages its W0 tiles' pass sums in x's own tile memory (a ``RefUnion``: x's
+rows are done with by then), copies them and its W1 and b1 sums to global memory, meets the
+other cluster's CTA at a grid barrier (one a warpgroup: their tiles are apart), reads the
+other's sums back, and adds the two (first cluster's + second's: the same bits in both), then
+updates the weights; only then do the next step's x tiles come in. Both clusters hold the whole
+network, the same bits. The exchange costs about a pass, so it pays from four passes on.
+
 A population trains a cluster a network (``train_population``): the launch's grid holds one
 cluster a member (Pallas Mosaic GPU's grid counts clusters), each reading its member's
 parameters, batches and learning rate (row ROW_LR of its small parameters; the single network
@@ -113,7 +122,12 @@ from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
 BATCH = 64  # wgmma's M: one warpgroup's rows.
 # Batches a single network trains at (``problem``'s ``wide``): 64 P rows in P passes of 64, the
 # gradients added up over the passes and the weights updated in the last pass.
-BATCHES = (64, 128, 256)
+BATCHES = (64, 128, 256, 512)
+# Batches at which a 256-unit network's step runs in two clusters, half of its passes each
+# (``rowgroups``; the two clusters' sums added through global memory, about a pass's cost).
+# H100, jax 0.11.2, ms an epoch of 60,000 rows (docs/bench/2026-11-27m_rowgroups_wip): batch
+# 256 7.62 in one cluster, 5.10 in two; 512 4.38 in two.
+ROWGROUPS = {256: 2, 512: 2}
 INPUTS = 784
 SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
 # With passes > 1, by the parts the products take (float32 3, tf32 2, bfloat16 1): the split
@@ -161,10 +175,11 @@ def semantics():
 
 
 def checked_batches() -> tuple[int, ...]:
-  """The batches this jax trains at: ``BATCHES`` with jax 0.11 and 0.12, where the passes were
-  checked on the H100 against float64 (``check_kernels --only=cluster_mlp``, the same errors
-  with both); 64 with jax 0.10 until a GPU run checks them there."""
-  return BATCHES if _jax_version() in ((0, 11), (0, 12)) else (BATCH,)
+  """The batches this jax trains at, those checked on the H100 against float64 with it
+  (``check_kernels --only=cluster_mlp``): every one of ``BATCHES`` with jax 0.11; 64 to 256
+  with jax 0.12 (its passes; batch 512's two clusters not yet run with it); 64 with jax 0.10
+  until a GPU run checks the others there."""
+  return {(0, 11): BATCHES, (0, 12): BATCHES[:3]}.get(_jax_version(), (BATCH,))
 
 
 def _jax_version() -> tuple[int, int]:
@@ -192,6 +207,8 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
   batches = checked_batches() if wide else (BATCH,)
   if batch not in batches:
     return f"it takes batch {' or '.join(map(str, batches))}, not {batch}"
+  if batch > 256 and hidden > HIDDEN:
+    return f"it takes batch {batch} at up to {HIDDEN} hidden units, not {hidden}"
   if not bias:
     return "it has biases"
   if optimizer != "sgd":
@@ -212,28 +229,42 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
             *refs,  # (groups > 1: the groups' class sums, an output) and the scratch
             steps: int, lr: float | None, parts: int, unroll: bool, warpgroups: int, split: int,
-            ptx: bool, registers: bool, groups: int = 1, passes: int = 1):
+            ptx: bool, registers: bool, groups: int = 1, passes: int = 1, rowgroups: int = 1):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   group_sums, refs = (refs[0], refs[1:]) if groups > 1 else (None, refs)
+  # (rowgroups > 1: the clusters' pass sums, outputs; x's memory also their staging; the other
+  # cluster's small rows.)
+  row_sums, row_small, refs = (refs[0], refs[1], refs[2:]) if rowgroups > 1 else (None,) * 2 + (refs,)
   (x, w0p, backward_buffers, dzp, onehot, eye, small, met, tma, x_tiles, dz_ready, w0_done,
-   small_done, barrier, columns, inbox, logits_in) = refs
+   small_done, barrier, columns, inbox, logits_in, *other_small) = refs
+  x, stage = x if rowgroups > 1 else (x, None)
   f32 = jnp.float32
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
 
   def pass_of(s):  # Whether step s (of 64 rows) is the first and the last pass of its batch
-    p = lax.rem(s, passes)
-    return p == 0, p == passes - 1
+    p = lax.rem(s, rows_passes)  # (this cluster's passes of it)
+    return p == 0, p == rows_passes - 1
 
   def choose(pred, a, b):  # jnp.where of a scalar predicate (broadcast: Mosaic GPU asks for it)
     return jnp.where(jnp.broadcast_to(pred, a.shape), a, b)
   # The network this cluster trains (one, or a population's); with groups > 1, the cluster's
   # group of 256 units of one network, whose batches (and losses) are the groups' one.
   m = lax.axis_index("member")
-  data = 0 if groups > 1 else m  # The batches' (and metrics') member
+  data = 0 if groups > 1 or rowgroups > 1 else m  # The batches' (and metrics') member
+  # With rowgroups > 1 each cluster takes ``rows_passes`` of a step's passes (the same units in
+  # every cluster): its step s is the batches' pass ``batch_pass(s)``.
+  rows_passes = passes // rowgroups
+
+  def batch_pass(s):
+    if rowgroups == 1:
+      return s
+    return lax.div(s, rows_passes) * passes + m * rows_passes + lax.rem(s, rows_passes)
   if groups > 1:
     counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))  # The grid barrier's arrivals
+  if rowgroups > 1:  # Each warpgroup's own grid barrier (their tiles are apart)
+    counter = pl.get_global(plgpu.SemaphoreType.REGULAR((2,)))
   used = pl.ds(0, UNITS * parts)  # The parts' columns the products take.
   # The small products' operands, then their sums, then the second warpgroup's part of z take
   # turns in one memory, so that x, W0 and the rest fit in the 227 KB of shared memory.
@@ -278,7 +309,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     return functools.reduce(jnp.add, [a[:, UNITS * p:UNITS * (p + 1)] for p in range(parts)])
 
   def fetch_x(s, j):  # Tile j of step s's pixels (integers, in bfloat16), on its own barrier.
-    plgpu.copy_gmem_to_smem(x_in.at[data, s, :, tile(j)], x.at[j], x_tiles.at[j])
+    plgpu.copy_gmem_to_smem(x_in.at[data, batch_pass(s), :, tile(j)], x.at[j], x_tiles.at[j])
 
   bars = logits_in.at[CLASSES]  # The two mbarriers the pushes complete on (``ptx``)
   if ptx:
@@ -296,7 +327,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.copy_gmem_to_smem(w0p_in.at[m, c], w0p, tma.at[0])
     plgpu.copy_gmem_to_smem(eye_in, eye, tma.at[1])
     plgpu.copy_gmem_to_smem(small_in.at[m, c], small, tma.at[2])
-    plgpu.copy_gmem_to_smem(onehot_in.at[data, 0], onehot, tma.at[3])
+    plgpu.copy_gmem_to_smem(onehot_in.at[data, batch_pass(0)], onehot, tma.at[3])
     for j in range(TILES):
       fetch_x(0, j)
     for i in range(3):
@@ -364,10 +395,13 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     grad = part_sum(pl.run_scoped(tile_grad, plgpu.ACC((64, UNITS * parts), f32)))
 
     sync()  # Every warp's part of the product is done with x's tile.
-
-    @pl.when(s + 1 < steps)
-    def _():  # This tile of x is done with: the next batch's comes in behind the backward.
-      fetch_x(s + 1, j)
+    if rowgroups == 1:
+      @pl.when(s + 1 < steps)
+      def _():  # This tile of x is done with: the next batch's comes in behind the backward.
+        fetch_x(s + 1, j)
+    else:  # The same, but in a step's last pass once the clusters' sums are in (``combine``)
+      pl.when(jnp.logical_and(s + 1 < steps, jnp.logical_not(pass_of(s)[1])))(
+          lambda: fetch_x(s + 1, j))
     rate = lr if lr is not None else cols(_load(small.at[ROW_LR], by_col))
     if passes == 1:
       new = (w0_tile(j) if w is None else w) - rate * grad / 255.0  # as the twin rounds it
@@ -383,6 +417,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       return new, None
     is_first, is_last = pass_of(s)
     total = choose(is_first, grad, total + grad)  # The passes' gradients in order, as the twin
+    if rowgroups > 1:  # This cluster's sum, staged in x's tile for the other (``combine``)
+      pl.when(is_last)(lambda: _store(stage.at[j, 0], total))
+      return None, total
     if w is None:
       @pl.when(is_last)
       def _():
@@ -402,6 +439,41 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
         w0_part(j, p)[...] = bits
     return new, total
 
+  def combine(s, first, last, totals):
+    """rowgroups > 1, a step's last pass: this cluster's sums of W0's tiles first .. last - 1
+    (``totals``, also staged in half 0 of each tile of x's memory; the first warpgroup's also
+    W1's and b1's, in ``small``) to global memory, the warpgroup's grid barrier with the other
+    cluster's CTA, its sums read into half 1, and the two added (a + b: the same bits in both
+    clusters), W0's tiles updated, then the next step's x tiles fetched."""
+    wg, other, step = (0 if first == 0 else 1), 1 - m, lax.div(s, rows_passes)
+    slot = lax.rem(step, 2)  # Written again two steps later, after every reader's next barrier
+    plgpu.commit_smem()  # The staged sums, visible to the copies
+    for j in range(first, last):
+      plgpu.copy_smem_to_gmem(stage.at[j, 0], row_sums.at[slot, m, c, j])
+    if wg == 0:
+      plgpu.copy_smem_to_gmem(small, row_small.at[slot, m, c])
+    plgpu.wait_smem_to_gmem(0)  # Done, not only read: then the arrival
+    grid_barrier.barrier(counter.at[wg], (step + 1) * rowgroups * CTAS)
+    grid_barrier.fence_for_copies()
+    for j in range(first, last):  # Each on its tile's barrier: its next wait is this one's.
+      plgpu.copy_gmem_to_smem(row_sums.at[slot, other, c, j], stage.at[j, 1], x_tiles.at[j])
+    if wg == 0:
+      plgpu.copy_gmem_to_smem(row_small.at[slot, other, c], other_small[0], tma.at[4])
+    rate = lr if lr is not None else cols(_load(small.at[ROW_LR], by_col))
+    for i, j in enumerate(range(first, last)):
+      plgpu.barrier_wait(x_tiles.at[j])
+      total = totals[i] + _load(stage.at[j, 1], plgpu.Layout.WGMMA)
+      for p, bits in enumerate(split3(w0_tile(j) - rate * total / 255.0)):
+        w0_part(j, p)[...] = bits
+    sync()  # Every thread is done with the staged sums: x's tiles may come in.
+
+    @pl.when(s + 1 < steps)
+    def _():
+      for j in range(first, last):
+        fetch_x(s + 1, j)
+    if wg == 0:
+      plgpu.barrier_wait(tma.at[4])
+
   def update_w0(s, first, last, ws, totals):
     """W0's tiles first .. last - 1; ws: see ``held``; totals: their gradients' sums over the
     step's passes so far (passes > 1; else ())."""
@@ -410,6 +482,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
              for i, j in enumerate(range(first, last))]
       ws = tuple(w for w, _ in out) if ws else ()
       totals = tuple(t for _, t in out) if totals else ()
+      if rowgroups > 1:
+        pl.when(pass_of(s)[1])(lambda: combine(s, first, last, totals))
     else:
       over_tiles(lambda j: backward_tile(s, j, None), first, last)
     plgpu.commit_smem()
@@ -499,14 +573,14 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       picked = functools.reduce(jnp.add, [t * v for t, v in zip(labels, logits)])
       dlogits = [(v / total - t) * (1.0 / (BATCH * passes)) for v, t in zip(e, labels)]
 
-      @pl.when((c == 0) if groups == 1 else jnp.logical_and(c == 0, m == 0))
+      @pl.when((c == 0) if groups == 1 or rowgroups > 1 else jnp.logical_and(c == 0, m == 0))
       def _():
         plgpu.wait_smem_to_gmem(1, wait_read_only=True)  # This buffer's copy of 2 steps ago,
         sync()  # waited for by the thread that issued it.
         _store(met.at[parity, 0], jnp.log(total) + top - picked)
         _store(met.at[parity, 1], jnp.where(picked >= top, 1.0, 0.0))
         plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[data, s])
+        plgpu.copy_smem_to_gmem(met.at[parity], metrics_out.at[data, batch_pass(s)])
 
     with jax.named_scope("backward_small"):
       dh = functools.reduce(jnp.add, [rows(d) * cols(w) for d, w in zip(dlogits, w1)])
@@ -523,10 +597,11 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
     @pl.when(s + 1 < steps)
     def _():  # The labels are read.
-      plgpu.copy_gmem_to_smem(onehot_in.at[data, s + 1], onehot, tma.at[3])
+      plgpu.copy_gmem_to_smem(onehot_in.at[data, batch_pass(s + 1)], onehot, tma.at[3])
 
-    with jax.named_scope("backward_w0"):
-      ws, w0_sums = update_w0(s, 0, split, ws, w0_sums)
+    if rowgroups == 1:  # (With rowgroups > 1 after W1's sums: ``combine`` sends them.)
+      with jax.named_scope("backward_w0"):
+        ws, w0_sums = update_w0(s, 0, split, ws, w0_sums)
     rate = lr if lr is not None else _load(small.at[ROW_LR], by_col)
     if passes == 1:
       w1 = tuple(w - rate * d for w, d in zip(w1, dw1))
@@ -545,6 +620,12 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     for row, total in zip(sum_rows, totals):
       _store(small.at[row], total)
     dw1, db1 = tuple(totals[:CLASSES]), totals[CLASSES]
+    if rowgroups > 1:
+      with jax.named_scope("backward_w0"):
+        ws, w0_sums = update_w0(s, 0, split, ws, w0_sums)
+      # The other cluster's sums (read in ``combine``; only the last pass's count)
+      dw1 = tuple(d + _load(other_small[0].at[k], by_col) for k, d in enumerate(dw1))
+      db1 = db1 + _load(other_small[0].at[ROW_B1], by_col)
     w1 = tuple(choose(is_last, w - rate * d, w) for w, d in zip(w1, dw1))
     return w1, choose(is_last, b1 - rate * db1, b1), ws, w0_sums
 
@@ -594,16 +675,26 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
-          profile_dir: str | None = None, members: int = 1, groups: int = 1, passes: int = 1):
+          profile_dir: str | None = None, members: int = 1, groups: int = 1, passes: int = 1,
+          rowgroups: int = 1):
   """The kernel for ``members`` networks, one cluster each (each input and output with a
   leading member axis); ``lr`` None: each network's own, from row ROW_LR of its small
   parameters. ``groups`` > 1: one network of ``groups`` x 256 units instead, a cluster a group
   (W0 and W1 with a leading group axis; the batches and the metrics with one of size 1).
-  ``steps`` counts passes of 64 rows: an SGD step of 64 ``passes`` rows takes ``passes``."""
+  ``steps`` counts passes of 64 rows: an SGD step of 64 ``passes`` rows takes ``passes``.
+  ``rowgroups`` > 1: one network, its step's passes split between ``rowgroups`` clusters of the
+  same units (``steps`` is then each cluster's count), which add up their sums through global
+  memory at a grid barrier in each step's last pass (W0 in shared memory only: ``registers``
+  off)."""
+  if rowgroups > 1 and (rowgroups != 2 or groups > 1 or members > 1 or interpret or profile_dir
+                        or passes % rowgroups):
+    raise ValueError("a step's passes split between clusters: two clusters of one network of "
+                     "256 units, compiled (Mosaic GPU's interpreter cannot run the grid "
+                     "barrier), an even number of passes")
   if groups > 1 and (members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
                      "interpreter cannot run the grid barrier)")
-  grid_barrier.check_resident(groups)
+  grid_barrier.check_resident(max(groups, rowgroups))
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.
@@ -623,20 +714,25 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   split = (SPLIT if passes == 1 else PASS_SPLIT[parts]) if warpgroups == 2 else TILES
   # W0's float32 values held in registers at tf32 and bfloat16 (a faster step, the same bits);
   # at float32 ptxas spills and the step is slower.
-  registers = parts < 3 and (passes == 1 or PASS_REGISTERS[parts])
+  registers = parts < 3 and (passes == 1 or PASS_REGISTERS[parts]) and rowgroups == 1
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
-  clusters = groups if groups > 1 else members
+  clusters = groups if groups > 1 else rowgroups if rowgroups > 1 else members
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
                         warpgroups=warpgroups, split=split, ptx=not interpret,
-                        registers=registers, groups=groups, passes=passes),
+                        registers=registers, groups=groups, passes=passes,
+                        rowgroups=rowgroups),
       out_type=(jax.ShapeDtypeStruct((clusters, CTAS, PADDED, 3 * UNITS), bf16),
                 jax.ShapeDtypeStruct((clusters, CTAS, SMALL_ROWS, UNITS), f32),
-                jax.ShapeDtypeStruct((members, steps, 2, BATCH), f32))
+                jax.ShapeDtypeStruct((members, steps * rowgroups, 2, BATCH), f32))
                # The groups' class sums, by step parity (read back by every group)
                + ((jax.ShapeDtypeStruct((2, groups, CLASSES, BATCH), f32),) if groups > 1
-                  else ()),
+                  else ())
+               # The clusters' pass sums of W0's tiles and of W1 and b1, by step parity
+               + ((jax.ShapeDtypeStruct((2, rowgroups, CTAS, TILES, 64, UNITS), f32),
+                   jax.ShapeDtypeStruct((2, rowgroups, CTAS, SMALL_ROWS, UNITS), f32))
+                  if rowgroups > 1 else ()),
       # One cluster a network: the clusters share nothing, and those that do not fit on the
       # GPU at once (a 16-CTA cluster takes 16 SMs of one GPC) wait for a free one.
       grid=(clusters,), grid_names=("member",), num_threads=warpgroups, thread_name="wg",
@@ -644,7 +740,11 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
       compiler_params=plgpu.CompilerParams(**params),
       **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
       scratch_types=[
-          plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),  # x, by tiles of 64 inputs
+          # x, by tiles of 64 inputs (rowgroups > 1: also each tile's pass sums, this
+          # cluster's and the other's, in the last pass)
+          plgpu.RefUnion(plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),
+                         plgpu.SMEM((TILES, 2, 64, UNITS), f32)) if rowgroups > 1 else
+          plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),
           plgpu.SMEM((PADDED, 3 * UNITS), bf16, transforms=tiles),  # W0's parts side by side
           plgpu.RefUnion(  # one memory, used in turn by
               (plgpu.SMEM((BATCH, 64), bf16, transforms=tiles),  # [d | 1]'s parts side by side
@@ -656,7 +756,8 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
           plgpu.SMEM((LANES, LANES), f32),  # the identity (its rows pick a class)
           plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T and b1, in and out
           plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
-          plgpu.Barrier(num_barriers=4 if groups == 1 else 5),  # (5: the groups' sums)
+          # (5: the groups' sums, or the other cluster's small rows)
+          plgpu.Barrier(num_barriers=4 if groups == 1 and rowgroups == 1 else 5),
           plgpu.Barrier(num_barriers=TILES),  # x's tiles, one barrier each
           # dz's parts written; the second's tiles new and its part of z in; the sums read
           plgpu.Barrier(), plgpu.Barrier(), plgpu.Barrier(),
@@ -666,7 +767,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
           plgpu.SMEM((CTAS, BATCH), f32),  # class k's partial logits by CTA (pushed to CTA k)
           # The logits by class (pushed), then the pushes' two mbarriers
           plgpu.SMEM((CLASSES + 1, BATCH), f32),
-      ])
+      ] + ([plgpu.SMEM((SMALL_ROWS, UNITS), f32)] if rowgroups > 1 else []))  # the other's small
 
 
 def _pack(params, lr=0.0):
@@ -719,9 +820,10 @@ def batches(x, labels, order, steps: int):
 
 
 def train_steps(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False,
-          profile_dir: str | None = None, passes: int = 1):
+          profile_dir: str | None = None, passes: int = 1, rowgroups: int = 1):
   """SGD steps in one launch on the batches of ``batches``: a step of 64 ``passes`` rows takes
-  ``passes`` of them in turn (the kernel's passes over one batch). Returns (params, losses
+  ``passes`` of them in turn (the kernel's passes over one batch; ``rowgroups`` 2: half of them
+  in each of two clusters, ``_train_rowgroups``). Returns (params, losses
   (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
   ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
@@ -739,6 +841,8 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
   if groups > 1:
     return _train_groups(params, xs, onehot, lr, precision, groups, interpret, profile_dir,
                          passes)
+  if rowgroups > 1:
+    return _train_rowgroups(params, xs, onehot, lr, precision, passes, rowgroups, interpret)
   call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir, passes=passes)
   one = lambda a: a[None]  # A population of one; its learning rate is the kernel's constant.
   params, losses, correct = _launch(call, jax.tree.map(one, params), jnp.zeros(1, jnp.float32),
@@ -792,6 +896,18 @@ def _train_groups(params, xs, onehot, lr: float, precision: str, groups: int,
   return join_groups(stacked), losses[0], correct[0]
 
 
+def _train_rowgroups(params, xs, onehot, lr: float, precision: str, passes: int, rowgroups: int,
+                     interpret: bool = False):
+  """``train_steps`` with each step's passes split between ``rowgroups`` clusters of the same
+  units, one launch: each cluster holds the whole network (the same bits in each)."""
+  call = _call(xs.shape[0] // rowgroups, float(lr), PARTS[precision], interpret, passes=passes,
+               rowgroups=rowgroups)
+  copies = jax.tree.map(lambda a: jnp.broadcast_to(a, (rowgroups,) + a.shape), params)
+  stacked, losses, correct = _launch(call, copies, jnp.zeros(rowgroups, jnp.float32), xs[None],
+                                     onehot[None], passes)
+  return jax.tree.map(lambda a: a[0], stacked), losses[0], correct[0]
+
+
 def _launch(call, params, lrs, xs, onehot, passes: int = 1):
   """``call`` (a ``_call`` kernel) on stacked params, learning rates, batches and labels: the
   members' params, losses (members, steps) and correct counts (members, steps), a step's over
@@ -822,22 +938,26 @@ def train_population(params, xs, onehot, lrs, precision: str = "float32", twin: 
 
 
 def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: str = "float32",
-                batch: int = BATCH):
+                batch: int = BATCH, rowgroups: int | None = None):
   """One epoch: ``steps`` batches of ``batch`` rows of ``x`` (N, 784) uint8 pixels and integer
-  ``labels`` (N,) gathered in ``order``, then ``train_steps``. Returns (params, losses, correct
-  counts)."""
+  ``labels`` (N,) gathered in ``order``, then ``train_steps``; ``rowgroups`` None: a 256-unit
+  network's as ``ROWGROUPS`` says. Returns (params, losses, correct counts)."""
   if batch % BATCH or batch < BATCH:
     raise ValueError(f"it takes batches of 64 P rows (P passes; checked: {BATCHES}), not {batch}")
+  if rowgroups is None:
+    one = _groups(params[0]["w"].shape[1]) == 1
+    rowgroups = ROWGROUPS.get(batch, 1) if one else 1
   passes = batch // BATCH
   xs, onehot = batches(x, labels, order, steps * passes)
-  return train_steps(params, xs, onehot, lr, precision, passes=passes)
+  return train_steps(params, xs, onehot, lr, precision, passes=passes, rowgroups=rowgroups)
 
-def reference(params, xs, onehot, lr: float, passes: int = 1):
+def reference(params, xs, onehot, lr: float, passes: int = 1, rowgroups: int = 1):
   """The plain-jnp twin of ``train_steps`` (of a hidden layer of 256 G units: pad others first,
   ``pad_hidden``): the same steps at params' dtype's full precision, the
   pixels' 1/255 applied after the first product (b0 in it, as W0's row 784) and the logits
   summed over the 16-unit groups in order, then (a wider network) over its clusters' sums in
-  order, as the kernel does; a step of ``passes`` batches of 64 adds their gradients in order."""
+  order, as the kernel does; a step of ``passes`` batches of 64 adds their gradients in order
+  (with ``rowgroups`` 2, each half's in order, then the two halves' sums)."""
   hi = lax.Precision.HIGHEST
   dtype = params[0]["w"].dtype
   w0 = _with_bias(params[0]["w"], params[0]["b"])
@@ -867,13 +987,16 @@ def reference(params, xs, onehot, lr: float, passes: int = 1):
 
   def step(carry, batch):
     w0, w1, b1 = carry
-    rows, flags, grads = [], [], None
+    rows, flags, sums = [], [], []
     for p in range(passes):
       loss, right, g = one_pass(w0, w1, b1, batch[0][p], batch[1][p])
       rows.append(loss)
       flags.append(right)
-      grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
-    gw0, gw1, gb1 = grads
+      if p % (passes // rowgroups) == 0:
+        sums.append(g)
+      else:
+        sums[-1] = jax.tree.map(jnp.add, sums[-1], g)
+    gw0, gw1, gb1 = functools.reduce(lambda a, b: jax.tree.map(jnp.add, a, b), sums)
     new = (w0 - lr * gw0 / 255.0, w1 - lr * gw1, b1 - lr * gb1)
     return new, (jnp.mean(jnp.concatenate(rows)), jnp.sum(jnp.concatenate(flags)))
 
