@@ -614,7 +614,7 @@ def cluster_mlp_cases(rng, interpret):
 
 def cluster_batch_cases(rng, steps=20):
   """cluster_mlp_mgpu at the larger batches (64 P rows in P passes, the gradients added up over
-  the passes; at batch 256 and 512 in two clusters, half of the passes each: ``ROWGROUPS``)
+  the passes; at batch 256 and 512 in several clusters, the passes split: ``ROWGROUPS``)
   against float64 train_step over ``steps`` steps, bounded as the epoch family's float32, and
   run twice (the same bits); 784-512-10 (two clusters of units) at batch 128; the reduced
   precisions in one step, on the loss and the last layer (as the single network's cases)."""
@@ -627,7 +627,8 @@ def cluster_batch_cases(rng, steps=20):
     inputs = (params, x, y, order, lr, "sgd", batch, models.MLP, steps)
     ref = _epoch_reference(*inputs)
     bound, xla_err = _float32_bound(ref, *inputs)
-    split = " in 2 clusters" if hidden == 256 and batch in cluster_mlp_mgpu.ROWGROUPS else ""
+    rowgroups = cluster_mlp_mgpu.rowgroups_for(hidden, batch)
+    split = f" in {rowgroups} clusters" if rowgroups > 1 else ""
     name = f"cluster mlp 784-{hidden}-10 batch {batch}{split} {steps} steps (xla {xla_err:.0e})"
     yield name, "float32", _distance(losses, jax.tree.leaves(got), *ref), bound
     yield (f"cluster mlp 784-{hidden}-10 batch {batch}{split} twice: the same bits", "float32",

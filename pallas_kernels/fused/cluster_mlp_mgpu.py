@@ -69,14 +69,16 @@ between the launch's first and last step) and only the last pass updates the wei
 64 rows fill the shared memory, so the rows cannot all be in at once; a pass costs about a
 step of 64 rows (docs/design/cluster_kernels.md).
 
-At batch 256 and 512 (``ROWGROUPS``) a 256-unit network's step takes two clusters of the same
-units (``rowgroups``), each running half of the step's passes at the same weights: in a step's
-last pass each CTA stages its W0 tiles' pass sums in x's own tile memory (a ``RefUnion``: x's
-rows are done with by then), copies them and its W1 and b1 sums to global memory, meets the
-other cluster's CTA at a grid barrier (one a warpgroup: their tiles are apart), reads the
-other's sums back, and adds the two (first cluster's + second's: the same bits in both), then
-updates the weights; only then do the next step's x tiles come in. Both clusters hold the whole
-network, the same bits. The exchange costs about a pass, so it pays from four passes on.
+At batch 256 and 512 (``ROWGROUPS``) a 256-unit network's step takes four clusters of the same
+units (``rowgroups``), each running a quarter of the step's passes at the same weights. In a
+step's last pass each CTA stages its W0 tiles' pass sums in x's own tile memory (a ``RefUnion``:
+x's rows are done with by then) and sends each to global memory as soon as its tile is done;
+then the clusters add their sums in two rounds (``combine``): in round r each CTA meets the
+others at a grid barrier (one a warpgroup: their tiles are apart), reads the sums of cluster
+m ^ 2^r, adds them to its own (a + b: the same bits in both) and sends the result on: pairs,
+then pairs of pairs, so every cluster ends with the same bits (W1's and b1's sums, in ``small``,
+the same way). Then the weights are updated, and each x tile of the next step comes in as soon
+as its sums are read. A round costs about a pass, so it pays from four passes on.
 
 A population trains a cluster a network (``train_population``): the launch's grid holds one
 cluster a member (Pallas Mosaic GPU's grid counts clusters), each reading its member's
@@ -123,11 +125,12 @@ BATCH = 64  # wgmma's M: one warpgroup's rows.
 # Batches a single network trains at (``problem``'s ``wide``): 64 P rows in P passes of 64, the
 # gradients added up over the passes and the weights updated in the last pass.
 BATCHES = (64, 128, 256, 512)
-# Batches at which a 256-unit network's step runs in two clusters, half of its passes each
-# (``rowgroups``; the two clusters' sums added through global memory, about a pass's cost).
-# H100, jax 0.11.2, ms an epoch of 60,000 rows (docs/bench/2026-11-27m_rowgroups_wip): batch
-# 256 7.62 in one cluster, 5.10 in two; 512 4.38 in two.
-ROWGROUPS = {256: 2, 512: 2}
+# Batches at which a 256-unit network's step runs in several clusters, its passes split between
+# them (``rowgroups``, ``rowgroups_for``; the clusters' sums added through global memory in
+# ``combine``'s rounds, about a pass's cost each). H100, jax 0.11.2, Lane semantics, ms an
+# epoch of 60,000 rows (docs/bench/2026-11-27p_four_clusters): batch 256 in one cluster 7.62,
+# two 4.78, four 4.37; batch 512 in two 4.20, four 3.88.
+ROWGROUPS = {256: 4, 512: 4}
 INPUTS = 784
 SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
 # With passes > 1, by the parts the products take (float32 3, tf32 2, bfloat16 1): the split
@@ -177,9 +180,18 @@ def semantics():
 def checked_batches() -> tuple[int, ...]:
   """The batches this jax trains at, those checked on the H100 against float64 with it
   (``check_kernels --only=cluster_mlp``): every one of ``BATCHES`` with jax 0.11; 64 to 256
-  with jax 0.12 (its passes; batch 512's two clusters not yet run with it); 64 with jax 0.10
-  until a GPU run checks the others there."""
+  with jax 0.12 (one cluster's passes; the several clusters of ``ROWGROUPS`` not yet run
+  with it); 64 with jax 0.10 until a GPU run checks the others there."""
   return {(0, 11): BATCHES, (0, 12): BATCHES[:3]}.get(_jax_version(), (BATCH,))
+
+
+def rowgroups_for(hidden: int, batch: int) -> int:
+  """The clusters a step of ``batch`` rows of a network of ``hidden`` units takes: ``ROWGROUPS``
+  for a network of one cluster of units with jax 0.11, where they were checked on the H100;
+  else one (jax 0.12 trains batch 256 in one cluster's passes, as checked there)."""
+  if _groups(hidden) > 1 or _jax_version() != (0, 11):
+    return 1
+  return ROWGROUPS.get(batch, 1)
 
 
 def _jax_version() -> tuple[int, int]:
@@ -256,6 +268,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   # With rowgroups > 1 each cluster takes ``rows_passes`` of a step's passes (the same units in
   # every cluster): its step s is the batches' pass ``batch_pass(s)``.
   rows_passes = passes // rowgroups
+  rounds = rowgroups.bit_length() - 1  # The exchanges of ``combine``: pairs, then pairs of pairs
 
   def batch_pass(s):
     if rowgroups == 1:
@@ -417,8 +430,13 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       return new, None
     is_first, is_last = pass_of(s)
     total = choose(is_first, grad, total + grad)  # The passes' gradients in order, as the twin
-    if rowgroups > 1:  # This cluster's sum, staged in x's tile for the other (``combine``)
-      pl.when(is_last)(lambda: _store(stage.at[j, 0], total))
+    if rowgroups > 1:  # This cluster's sum, staged in x's tile, on its way out (``combine``)
+      @pl.when(is_last)
+      def _():
+        _store(stage.at[j, 0], total)
+        plgpu.commit_smem()  # Visible to the copy
+        plgpu.copy_smem_to_gmem(stage.at[j, 0], row_sums.at[lax.rem(lax.div(s, rows_passes), 2),
+                                                             0, m, c, j])
       return None, total
     if w is None:
       @pl.when(is_last)
@@ -440,39 +458,55 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     return new, total
 
   def combine(s, first, last, totals):
-    """rowgroups > 1, a step's last pass: this cluster's sums of W0's tiles first .. last - 1
-    (``totals``, also staged in half 0 of each tile of x's memory; the first warpgroup's also
-    W1's and b1's, in ``small``) to global memory, the warpgroup's grid barrier with the other
-    cluster's CTA, its sums read into half 1, and the two added (a + b: the same bits in both
-    clusters), W0's tiles updated, then the next step's x tiles fetched."""
-    wg, other, step = (0 if first == 0 else 1), 1 - m, lax.div(s, rows_passes)
+    """rowgroups > 1, a step's last pass: the clusters' sums of W0's tiles first .. last - 1
+    (``totals``: this cluster's, already on their way to global memory from half 0 of each tile
+    of x's memory, ``backward_tile``; the first warpgroup's also W1's and b1's, in ``small``)
+    added up in ``rounds`` exchanges: in round r each CTA meets the others at its warpgroup's
+    grid barrier, reads the sums of cluster m ^ 2^r (its partner) into half 1 and adds them to
+    its own (a + b: the same bits in both), and sends the result for the next round. Pairs,
+    then pairs of pairs: every cluster ends with the same bits. Then W0's tiles are updated,
+    and each tile's next x comes in as soon as its sums are read."""
+    wg, step = (0 if first == 0 else 1), lax.div(s, rows_passes)
     slot = lax.rem(step, 2)  # Written again two steps later, after every reader's next barrier
-    plgpu.commit_smem()  # The staged sums, visible to the copies
-    for j in range(first, last):
-      plgpu.copy_smem_to_gmem(stage.at[j, 0], row_sums.at[slot, m, c, j])
-    if wg == 0:
-      plgpu.copy_smem_to_gmem(small, row_small.at[slot, m, c])
-    plgpu.wait_smem_to_gmem(0)  # Done, not only read: then the arrival
-    grid_barrier.barrier(counter.at[wg], (step + 1) * rowgroups * CTAS)
-    grid_barrier.fence_for_copies()
-    for j in range(first, last):  # Each on its tile's barrier: its next wait is this one's.
-      plgpu.copy_gmem_to_smem(row_sums.at[slot, other, c, j], stage.at[j, 1], x_tiles.at[j])
-    if wg == 0:
-      plgpu.copy_gmem_to_smem(row_small.at[slot, other, c], other_small[0], tma.at[4])
     rate = lr if lr is not None else cols(_load(small.at[ROW_LR], by_col))
-    for i, j in enumerate(range(first, last)):
-      plgpu.barrier_wait(x_tiles.at[j])
-      total = totals[i] + _load(stage.at[j, 1], plgpu.Layout.WGMMA)
-      for p, bits in enumerate(split3(w0_tile(j) - rate * total / 255.0)):
-        w0_part(j, p)[...] = bits
-    sync()  # Every thread is done with the staged sums: x's tiles may come in.
-
-    @pl.when(s + 1 < steps)
-    def _():
-      for j in range(first, last):
-        fetch_x(s + 1, j)
-    if wg == 0:
-      plgpu.barrier_wait(tma.at[4])
+    sum_rows = list(range(CLASSES)) + [ROW_B1]
+    totals = list(totals)
+    for r in range(rounds):
+      partner = lax.bitwise_xor(m, 1 << r)
+      if r > 0:  # The last round's sums, out (half 1 was read: the ``sync`` below)
+        for i, j in enumerate(range(first, last)):
+          _store(stage.at[j, 0], totals[i])
+        plgpu.commit_smem()
+        for j in range(first, last):
+          plgpu.copy_smem_to_gmem(stage.at[j, 0], row_sums.at[slot, r, m, c, j])
+      if wg == 0:
+        plgpu.copy_smem_to_gmem(small, row_small.at[slot, r, m, c])
+      plgpu.wait_smem_to_gmem(0)  # Done, not only read: then the arrival
+      grid_barrier.barrier(counter.at[wg], (step * rounds + r + 1) * rowgroups * CTAS)
+      grid_barrier.fence_for_copies()
+      for j in range(first, last):  # Each on its tile's barrier: its next wait is this one's.
+        plgpu.copy_gmem_to_smem(row_sums.at[slot, r, partner, c, j], stage.at[j, 1],
+                                x_tiles.at[j])
+      if wg == 0:
+        plgpu.copy_gmem_to_smem(row_small.at[slot, r, partner, c], other_small[0], tma.at[4])
+      final = r == rounds - 1
+      for i, j in enumerate(range(first, last)):
+        plgpu.barrier_wait(x_tiles.at[j])
+        totals[i] = totals[i] + _load(stage.at[j, 1], plgpu.Layout.WGMMA)
+        if final:
+          for p, bits in enumerate(split3(w0_tile(j) - rate * totals[i] / 255.0)):
+            w0_part(j, p)[...] = bits
+          sync()  # Every thread is done with this tile's sums: its x may come in.
+          pl.when(s + 1 < steps)(functools.partial(fetch_x, s + 1, j))
+      if wg == 0:  # W1's and b1's sums, added the same way (every thread loads, then stores)
+        plgpu.barrier_wait(tma.at[4])
+        added = [_load(small.at[row], by_col) + _load(other_small[0].at[row], by_col)
+                 for row in sum_rows]
+        sync()
+        for row, total in zip(sum_rows, added):
+          _store(small.at[row], total)
+      if not final:
+        sync()  # Half 1 read by every thread before the next round's copies write it
 
   def update_w0(s, first, last, ws, totals):
     """W0's tiles first .. last - 1; ws: see ``held``; totals: their gradients' sums over the
@@ -623,9 +657,10 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     if rowgroups > 1:
       with jax.named_scope("backward_w0"):
         ws, w0_sums = update_w0(s, 0, split, ws, w0_sums)
-      # The other cluster's sums (read in ``combine``; only the last pass's count)
-      dw1 = tuple(d + _load(other_small[0].at[k], by_col) for k, d in enumerate(dw1))
-      db1 = db1 + _load(other_small[0].at[ROW_B1], by_col)
+      # All clusters' sums, in ``small`` after ``combine`` (only the last pass's count)
+      sync()
+      dw1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))
+      db1 = _load(small.at[ROW_B1], by_col)
     w1 = tuple(choose(is_last, w - rate * d, w) for w, d in zip(w1, dw1))
     return w1, choose(is_last, b1 - rate * db1, b1), ws, w0_sums
 
@@ -686,11 +721,11 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   same units (``steps`` is then each cluster's count), which add up their sums through global
   memory at a grid barrier in each step's last pass (W0 in shared memory only: ``registers``
   off)."""
-  if rowgroups > 1 and (rowgroups != 2 or groups > 1 or members > 1 or interpret or profile_dir
-                        or passes % rowgroups):
-    raise ValueError("a step's passes split between clusters: two clusters of one network of "
-                     "256 units, compiled (Mosaic GPU's interpreter cannot run the grid "
-                     "barrier), an even number of passes")
+  if rowgroups > 1 and (rowgroups not in (2, 4) or groups > 1 or members > 1 or interpret
+                        or profile_dir or passes % rowgroups):
+    raise ValueError("a step's passes split between clusters: two or four clusters of one "
+                     "network of 256 units, compiled (Mosaic GPU's interpreter cannot run the "
+                     "grid barrier), the passes a multiple of the clusters")
   if groups > 1 and (members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
                      "interpreter cannot run the grid barrier)")
@@ -718,6 +753,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   clusters = groups if groups > 1 else rowgroups if rowgroups > 1 else members
+  rounds = rowgroups.bit_length() - 1
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
                         warpgroups=warpgroups, split=split, ptx=not interpret,
@@ -730,8 +766,9 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
                + ((jax.ShapeDtypeStruct((2, groups, CLASSES, BATCH), f32),) if groups > 1
                   else ())
                # The clusters' pass sums of W0's tiles and of W1 and b1, by step parity
-               + ((jax.ShapeDtypeStruct((2, rowgroups, CTAS, TILES, 64, UNITS), f32),
-                   jax.ShapeDtypeStruct((2, rowgroups, CTAS, SMALL_ROWS, UNITS), f32))
+               # (by step parity and exchange round)
+               + ((jax.ShapeDtypeStruct((2, rounds, rowgroups, CTAS, TILES, 64, UNITS), f32),
+                   jax.ShapeDtypeStruct((2, rounds, rowgroups, CTAS, SMALL_ROWS, UNITS), f32))
                   if rowgroups > 1 else ()),
       # One cluster a network: the clusters share nothing, and those that do not fit on the
       # GPU at once (a 16-CTA cluster takes 16 SMs of one GPC) wait for a free one.
@@ -940,13 +977,12 @@ def train_population(params, xs, onehot, lrs, precision: str = "float32", twin: 
 def train_epoch(params, x, labels, order, lr: float, *, steps: int, precision: str = "float32",
                 batch: int = BATCH, rowgroups: int | None = None):
   """One epoch: ``steps`` batches of ``batch`` rows of ``x`` (N, 784) uint8 pixels and integer
-  ``labels`` (N,) gathered in ``order``, then ``train_steps``; ``rowgroups`` None: a 256-unit
-  network's as ``ROWGROUPS`` says. Returns (params, losses, correct counts)."""
+  ``labels`` (N,) gathered in ``order``, then ``train_steps``; ``rowgroups`` None: as
+  ``rowgroups_for`` says. Returns (params, losses, correct counts)."""
   if batch % BATCH or batch < BATCH:
     raise ValueError(f"it takes batches of 64 P rows (P passes; checked: {BATCHES}), not {batch}")
   if rowgroups is None:
-    one = _groups(params[0]["w"].shape[1]) == 1
-    rowgroups = ROWGROUPS.get(batch, 1) if one else 1
+    rowgroups = rowgroups_for(params[0]["w"].shape[1], batch)
   passes = batch // BATCH
   xs, onehot = batches(x, labels, order, steps * passes)
   return train_steps(params, xs, onehot, lr, precision, passes=passes, rowgroups=rowgroups)
@@ -957,7 +993,8 @@ def reference(params, xs, onehot, lr: float, passes: int = 1, rowgroups: int = 1
   pixels' 1/255 applied after the first product (b0 in it, as W0's row 784) and the logits
   summed over the 16-unit groups in order, then (a wider network) over its clusters' sums in
   order, as the kernel does; a step of ``passes`` batches of 64 adds their gradients in order
-  (with ``rowgroups`` 2, each half's in order, then the two halves' sums)."""
+  (with ``rowgroups`` 2 or 4, each group's in order, then the groups' sums in pairs, then pairs
+  of pairs)."""
   hi = lax.Precision.HIGHEST
   dtype = params[0]["w"].dtype
   w0 = _with_bias(params[0]["w"], params[0]["b"])
@@ -996,7 +1033,9 @@ def reference(params, xs, onehot, lr: float, passes: int = 1, rowgroups: int = 1
         sums.append(g)
       else:
         sums[-1] = jax.tree.map(jnp.add, sums[-1], g)
-    gw0, gw1, gb1 = functools.reduce(lambda a, b: jax.tree.map(jnp.add, a, b), sums)
+    while len(sums) > 1:  # pairs, then pairs of pairs, as ``combine``
+      sums = [jax.tree.map(jnp.add, a, b) for a, b in zip(sums[::2], sums[1::2])]
+    gw0, gw1, gb1 = sums[0]
     new = (w0 - lr * gw0 / 255.0, w1 - lr * gw1, b1 - lr * gb1)
     return new, (jnp.mean(jnp.concatenate(rows)), jnp.sum(jnp.concatenate(flags)))
 
