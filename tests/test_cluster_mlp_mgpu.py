@@ -11,6 +11,7 @@ import pytest
 
 from jaxshallow import mlp, models, train
 from pallas_kernels.fused import cluster_mlp_mgpu
+from pallas_kernels.mgpu import grid_barrier
 from pallas_kernels.ops import dense_mgpu
 
 
@@ -380,3 +381,12 @@ def test_epoch_splits_large_batches_between_clusters(monkeypatch, hidden, batch,
   params, x, y, order = _setup(np.random.default_rng(8), 1, hidden, batch)
   cluster_mlp_mgpu.train_epoch(params, x, y, order, 0.1, steps=1, batch=batch)
   assert seen["rowgroups"] == rowgroups and seen["passes"] == batch // 64
+
+
+def test_a_gpu_that_holds_fewer_clusters_keeps_one(monkeypatch):
+  """Where the four clusters would not all be resident (their grid barrier would never open),
+  the step's passes stay in one cluster."""
+  monkeypatch.setattr(jax, "__version__", "0.11.2")
+  assert cluster_mlp_mgpu.rowgroups_for(256, 512) == 4
+  monkeypatch.setattr(grid_barrier, "resident_clusters", lambda: 1)
+  assert cluster_mlp_mgpu.rowgroups_for(256, 512) == 1

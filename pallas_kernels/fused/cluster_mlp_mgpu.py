@@ -187,11 +187,14 @@ def checked_batches() -> tuple[int, ...]:
 
 def rowgroups_for(hidden: int, batch: int) -> int:
   """The clusters a step of ``batch`` rows of a network of ``hidden`` units takes: ``ROWGROUPS``
-  for a network of one cluster of units with jax 0.11, where they were checked on the H100;
-  else one (jax 0.12 trains batch 256 in one cluster's passes, as checked there)."""
-  if _groups(hidden) > 1 or _jax_version() != (0, 11):
+  for a network of one cluster of units with jax 0.11, where they were checked on the H100,
+  on a GPU that holds them at once (``grid_barrier.resident_clusters``); else one (jax 0.12
+  trains batch 256 in one cluster's passes, as checked there)."""
+  clusters = ROWGROUPS.get(batch, 1)
+  if (_groups(hidden) > 1 or _jax_version() != (0, 11)
+      or clusters > grid_barrier.resident_clusters()):
     return 1
-  return ROWGROUPS.get(batch, 1)
+  return clusters
 
 
 def _jax_version() -> tuple[int, int]:
