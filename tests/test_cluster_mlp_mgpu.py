@@ -390,3 +390,5 @@ def test_a_gpu_that_holds_fewer_clusters_keeps_one(monkeypatch):
   assert cluster_mlp_mgpu.rowgroups_for(256, 512) == 4
   monkeypatch.setattr(grid_barrier, "resident_clusters", lambda: 1)
   assert cluster_mlp_mgpu.rowgroups_for(256, 512) == 1
+  args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32, "wide": True}
+  assert "more than this GPU holds" in cluster_mlp_mgpu.problem((784, 256, 10), 512, **args)
