@@ -224,7 +224,7 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
     return f"it takes batch {' or '.join(map(str, batches))}, not {batch}"
   if batch > 256 and hidden > HIDDEN:
     return f"it takes batch {batch} at up to {HIDDEN} hidden units, not {hidden}"
-  if batch > 256 and rowgroups_for(hidden, batch) == 1:
+  if batch > 256 and ROWGROUPS[batch] > grid_barrier.resident_clusters():
     return f"it takes batch {batch} in {ROWGROUPS[batch]} clusters, more than this GPU holds"
   if not bias:
     return "it has biases"
