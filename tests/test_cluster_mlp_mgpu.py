@@ -140,12 +140,12 @@ def test_twin_follows_train_step_in_float64(hidden):
 
 
 @pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
-@pytest.mark.parametrize("rowgroups", [2, 4])
-def test_passes_split_between_clusters_lower(rowgroups):
-  """A step's passes split between two or four clusters of the same units (``rowgroups``): their
-  sums meet through global memory at a grid barrier a warpgroup (two counters)."""
+def test_passes_split_between_clusters_lower():
+  """A step's passes split between four clusters of the same units (``rowgroups``): their sums
+  meet through global memory at a grid barrier a warpgroup (two counters), in two rounds (two
+  clusters take one: the same code)."""
   fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5, passes=4,
-                                                            rowgroups=rowgroups))
+                                                            rowgroups=4))
   args = _abstract(256, 8)
   _, losses, _ = jax.eval_shape(fn, *args)
   assert losses.shape == (2,)

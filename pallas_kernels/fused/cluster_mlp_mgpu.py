@@ -127,9 +127,10 @@ BATCH = 64  # wgmma's M: one warpgroup's rows.
 BATCHES = (64, 128, 256, 512)
 # Batches at which a 256-unit network's step runs in several clusters, its passes split between
 # them (``rowgroups``, ``rowgroups_for``; the clusters' sums added through global memory in
-# ``combine``'s rounds, about a pass's cost each). H100, jax 0.11.2, Lane semantics, ms an
-# epoch of 60,000 rows (docs/bench/2026-11-27p_four_clusters): batch 256 in one cluster 7.62,
-# two 4.78, four 4.37; batch 512 in two 4.20, four 3.88.
+# ``combine``'s rounds, about a pass's cost each). H100, jax 0.11.2, ms an epoch of 60,000
+# random rows in Lane semantics (a probe's short compile; docs/bench/2026-11-27p_four_clusters):
+# batch 256 in one cluster 7.62, two 4.78, four 4.37; batch 512 in two 4.20, four 3.88. The
+# grid's MNIST epochs in Warpgroup semantics (jax 0.11's): 256 in four 3.56, 512 3.16.
 ROWGROUPS = {256: 4, 512: 4}
 INPUTS = 784
 SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
@@ -251,7 +252,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   group_sums, refs = (refs[0], refs[1:]) if groups > 1 else (None, refs)
   # (rowgroups > 1: the clusters' pass sums, outputs; x's memory also their staging; the other
   # cluster's small rows.)
-  row_sums, row_small, refs = (refs[0], refs[1], refs[2:]) if rowgroups > 1 else (None,) * 2 + (refs,)
+  row_sums, row_small, refs = ((refs[0], refs[1], refs[2:]) if rowgroups > 1
+                               else (None, None, refs))
   (x, w0p, backward_buffers, dzp, onehot, eye, small, met, tma, x_tiles, dz_ready, w0_done,
    small_done, barrier, columns, inbox, logits_in, *other_small) = refs
   x, stage = x if rowgroups > 1 else (x, None)
@@ -484,7 +486,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
         plgpu.commit_smem()
         for j in range(first, last):
           plgpu.copy_smem_to_gmem(stage.at[j, 0], row_sums.at[slot, r, m, c, j])
-      if wg == 0:
+      if wg == 0:  # (Round 0: the sums' rows stored in ``step`` are visible to this copy by
+        # the ``commit_smem`` of backward_tile's last tile, this warpgroup's tile 0 at least.)
         plgpu.copy_smem_to_gmem(small, row_small.at[slot, r, m, c])
       plgpu.wait_smem_to_gmem(0)  # Done, not only read: then the arrival
       grid_barrier.barrier(counter.at[wg], (step * rounds + r + 1) * rowgroups * CTAS)
