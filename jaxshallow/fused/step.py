@@ -19,6 +19,8 @@ counter once every ``UNROLL`` steps.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -44,11 +46,11 @@ def problem(model: str, optimizer: str) -> str | None:
 
 def cnn_step(params, velocities, images, labels, order, step, losses, correct, *, batch, lr,
              momentum, precision, interpret, stride=1, offset=0):
-  """Step s = ``step * stride + offset`` of an epoch (stride and offset static): one SGD step
-  of the CNN on the ``batch`` examples at ``order[s * batch:]`` of images (N, H, W, 1) and
-  labels; returns (params, velocities, losses, correct) with the batch's mean loss and correct
-  count stored at s of ``losses`` and ``correct``. ``velocities``: optax's momentum trace, or
-  None."""
+  """Step s = ``step * stride + offset`` of an epoch (stride static, offset a number or a traced
+  int32, an operand of the kernels): one SGD step of the CNN on the ``batch`` examples at
+  ``order[s * batch:]`` of images (N, H, W, 1) and labels; returns (params, velocities,
+  losses, correct) with the batch's mean loss and correct count stored at s of ``losses`` and
+  ``correct``. ``velocities``: optax's momentum trace, or None."""
   from pallas_kernels.fused import conv_batch, sgd_parts
   from pallas_kernels.ops import conv, conv_stack, dense_xent
   (c1, c2, head) = params
@@ -99,11 +101,17 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   if images.ndim == 3:
     images = images[..., None]
 
+  # One traced step for all of the iteration's: the step's place in it (``offset``) is an
+  # operand of the kernels, not a constant of their code, so the UNROLL steps (and the
+  # remainder's) are one function, traced, lowered and compiled once (a cold run's compile).
+  one_step = jax.jit(functools.partial(
+      cnn_step, batch=batch_size, lr=tx.lr, momentum=tx.momentum, precision=precision,
+      interpret=interpret, stride=UNROLL))
+
   def step(count, offset, carry):  # Step count * UNROLL + offset, computed by the kernels.
     p, v, losses, correct = carry
-    return cnn_step(p, v, images, labels, order, count, losses, correct, batch=batch_size,
-                    lr=tx.lr, momentum=tx.momentum, precision=precision, interpret=interpret,
-                    stride=UNROLL, offset=offset)
+    return one_step(p, v, images, labels, order, jnp.asarray(count, jnp.int32), losses, correct,
+                    offset=jnp.asarray(offset, jnp.int32))
 
   def body(count, carry):
     for offset in range(UNROLL):

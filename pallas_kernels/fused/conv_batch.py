@@ -30,10 +30,10 @@ def reference(images, labels, order, step, batch, w, b):
   return conv.reference(x, w, b), x, labels[rows].astype(jnp.int32)
 
 
-def batch_conv_kernel(images_ref, labels_ref, order_ref, step_ref, w_ref, b_ref, y_ref, x_ref,
-                      lab_ref, *, h, w, cin, block_p, per_program, stride, offset, **kw):
+def batch_conv_kernel(images_ref, labels_ref, order_ref, step_ref, offset_ref, w_ref, b_ref,
+                      y_ref, x_ref, lab_ref, *, h, w, cin, block_p, per_program, stride, **kw):
   b, i = pl.program_id(0), pl.program_id(1)
-  example = order_ref[(step_ref[...] * stride + offset) * pl.num_programs(0) + b]
+  example = order_ref[(step_ref[...] * stride + offset_ref[...]) * pl.num_programs(0) + b]
   acc, ok = conv.fwd_tile(images_ref, w_ref, b_ref, example, h=h, w=w, cin=cin,
                           block_p=block_p, **kw)
   common.store_tile(y_ref, b * (h - 2) * (w - 2) + i * block_p, 0, acc, row_ok=ok)
@@ -57,14 +57,14 @@ def batch_conv(images, labels, order, step, w, b, *, batch, precision="float32",
                num_warps=4, wide=False, stride=1, offset=0, interpret=False):
   """ReLU(conv(x, w) + b) on step s's batch of ``batch`` examples, x = the images (N, H, W, C;
   uint8 pixels or floats) at ``order[s * batch:][:batch]``, s = ``step * stride + offset``
-  (stride and offset static: see ``sgd_parts``); returns (that, x as floats, the batch's labels
-  as int32)."""
+  (stride static, offset an operand: see ``sgd_parts``); returns (that, x as floats, the
+  batch's labels as int32)."""
   n, h, wd, cin = images.shape
   cout = w.shape[-1]
   grid = (batch, pl.cdiv((h - 2) * (wd - 2), block_p))
   kernel = functools.partial(batch_conv_kernel, h=h, w=wd, cin=cin, cout=cout, block_p=block_p,
                              per_program=pl.cdiv(h * wd, grid[1]), precision=precision,
-                             wide=wide, stride=stride, offset=offset)
+                             wide=wide, stride=stride)
   dtype = w.dtype
   y, x, y_labels = pl.pallas_call(
       kernel, out_shape=[jax.ShapeDtypeStruct((batch * (h - 2) * (wd - 2), cout), dtype),
@@ -72,5 +72,5 @@ def batch_conv(images, labels, order, step, w, b, *, batch, precision="float32",
                          jax.ShapeDtypeStruct((batch,), jnp.int32)],
       grid=grid, compiler_params=common.compiler_params(num_warps, 1), interpret=interpret,
       name="batch_conv")(images.reshape(-1, cin), labels, order, jnp.asarray(step, jnp.int32),
-                       w.reshape(9 * cin, cout), b)
+                         jnp.asarray(offset, jnp.int32), w.reshape(9 * cin, cout), b)
   return y.reshape(batch, h - 2, wd - 2, cout), x.reshape(batch, h, wd, cin), y_labels

@@ -93,27 +93,27 @@ def _update(part_ref, p_ref, v_ref, lr_ref, mu_ref, p_out, v_out, j, *, lay, par
   plgpu.store(p_out.at[flat], (p - lr_ref[...] * g).astype(p_out.dtype), mask=ok)
 
 
-def _metrics(loss_ref, correct_ref, step_ref, losses_out, correct_out, stride, offset):
+def _metrics(loss_ref, correct_ref, step_ref, offset_ref, losses_out, correct_out, stride):
   """The batch's mean loss and correct count, at ``step * stride + offset`` of the epoch's
   arrays."""
   m = loss_ref.shape[0]
   rows = jnp.arange(pl.next_power_of_2(m))
   loss = jnp.sum(plgpu.load(loss_ref.at[rows], mask=rows < m, other=0.0)) / m
   correct = jnp.sum(plgpu.load(correct_ref.at[rows], mask=rows < m, other=0))
-  at = jnp.full((1,), step_ref[...] * stride + offset, jnp.int32)
+  at = jnp.full((1,), step_ref[...] * stride + offset_ref[...], jnp.int32)
   plgpu.store(losses_out.at[at], jnp.full((1,), loss, losses_out.dtype))
   plgpu.store(correct_out.at[at], jnp.full((1,), correct, correct_out.dtype))
 
 
-def sgd_parts_kernel(*refs, n, momentum, plans, stride, offset):
+def sgd_parts_kernel(*refs, n, momentum, plans, stride):
   """refs: n partials, n params, (n velocities), lr, momentum, row losses, row correct, step,
-  epoch losses, epoch correct, then the outputs: n params, (n velocities), epoch losses, epoch
-  correct (all aliased to their inputs)."""
+  offset, epoch losses, epoch correct, then the outputs: n params, (n velocities), epoch
+  losses, epoch correct (all aliased to their inputs)."""
   k = 3 if momentum else 2
   parts, params = refs[:n], refs[n:2 * n]
   vels = refs[2 * n:3 * n] if momentum else [None] * n
-  lr_ref, mu_ref, loss_ref, correct_ref, step_ref = refs[k * n:k * n + 5]
-  outs = refs[k * n + 7:]
+  lr_ref, mu_ref, loss_ref, correct_ref, step_ref, offset_ref = refs[k * n:k * n + 6]
+  outs = refs[k * n + 8:]
   p_outs = outs[:n]
   v_outs = outs[n:2 * n] if momentum else [None] * n
   losses_out, correct_out = outs[-2:]
@@ -127,7 +127,8 @@ def sgd_parts_kernel(*refs, n, momentum, plans, stride, offset):
     pl.when((pid >= start) & (pid < stop))(lambda body=body, start=start: body(pid - start))
     start = stop
   pl.when(pid == start)(
-      lambda: _metrics(loss_ref, correct_ref, step_ref, losses_out, correct_out, stride, offset))
+      lambda: _metrics(loss_ref, correct_ref, step_ref, offset_ref, losses_out, correct_out,
+                       stride))
 
 
 class _Plan(NamedTuple):
@@ -145,8 +146,9 @@ def sgd_parts(parts, params, velocities, layouts, lr, momentum, row_loss, row_co
   ``velocities`` (None: plain SGD), ``lr`` and ``momentum`` scalars. Also stores the batch's mean
   loss and correct count (from ``row_loss``, ``row_correct``) at ``step`` of ``losses`` and
   ``correct`` (at ``step * stride + offset``: a loop that runs several steps an iteration passes
-  its counter, and the step's place in the iteration as static numbers, no XLA op to compute
-  it). Returns (params, velocities, losses, correct), each array updated in place."""
+  its counter, and the step's place in the iteration as a constant operand: no XLA op computes
+  it, and the iteration's steps are one kernel, traced and compiled once). Returns (params,
+  velocities, losses, correct), each array updated in place."""
   n, with_v = len(params), velocities is not None
   parts = [part.reshape(-1, lay.size) for part, lay in zip(parts, layouts)]
   plans = []
@@ -157,13 +159,14 @@ def sgd_parts(parts, params, velocities, layouts, lr, momentum, row_loss, row_co
                                              else [])
   dtype = params[0].dtype
   inputs = [*parts, *state, jnp.asarray(lr, dtype), jnp.asarray(momentum, dtype), row_loss,
-            row_correct.astype(jnp.int32), jnp.asarray(step, jnp.int32), losses, correct]
+            row_correct.astype(jnp.int32), jnp.asarray(step, jnp.int32),
+            jnp.asarray(offset, jnp.int32), losses, correct]
   first_state, first_metric = n, len(inputs) - 2
   out_shape = [jax.ShapeDtypeStruct(s.shape, s.dtype) for s in (*state, losses, correct)]
   aliases = {first_state + i: i for i in range(len(state))}
   aliases.update({first_metric: len(state), first_metric + 1: len(state) + 1})
   kernel = functools.partial(sgd_parts_kernel, n=n, momentum=with_v, plans=tuple(plans),
-                             stride=stride, offset=offset)
+                             stride=stride)
   outs = pl.pallas_call(
       kernel, out_shape=out_shape, grid=(sum(p.programs for p in plans) + 1,),
       input_output_aliases=aliases, compiler_params=common.compiler_params(num_warps, 1),
