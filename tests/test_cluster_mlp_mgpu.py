@@ -168,8 +168,8 @@ def test_rowgroups_it_cannot_run_are_refused(kw, message):
                                                     (256, 256, 4), (256, 512, 4)])
 def test_twin_of_several_passes_follows_train_step_in_float64(hidden, batch, rowgroups):
   """A step of 64 P rows as P passes of 64 (each pass's gradient summed in pass order, the
-  update after the last; with two row groups, each half's summed, then the halves) is
-  train_step at batch 64 P: float64 trajectories within 1e-10."""
+  update after the last; with row groups, each group's summed, then the groups' sums in pairs,
+  then pairs of pairs) is train_step at batch 64 P: float64 trajectories within 1e-10."""
   rng = np.random.default_rng(6)
   steps, lr, passes = 3, 0.5, batch // 64
   params, x, y, order = _setup(rng, steps, hidden, batch)
@@ -333,7 +333,7 @@ def test_networks_it_cannot_take_are_named(widths, batch, kw, message):
 @pytest.mark.parametrize("version", ["0.11.2", "0.12.0.1"])
 def test_larger_batches_where_checked(monkeypatch, version):
   """A single network (``wide``) trains at 128 and 256 in passes of 64 with jax 0.11 and 0.12,
-  and at 512 (two clusters) with jax 0.11, where they were checked on the GPU; jax 0.10 at 64
+  and at 512 (four clusters) with jax 0.11, where they were checked on the GPU; jax 0.10 at 64
   until it is; a population's member at 64."""
   args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32}
   monkeypatch.setattr(jax, "__version__", version)
@@ -356,7 +356,7 @@ def test_batches_not_of_whole_passes_are_refused(batch):
 
 
 def test_batch_512_takes_one_cluster_of_units(monkeypatch):
-  """Batch 512 runs in two clusters of the same 256 units: a wider network is refused there."""
+  """Batch 512 runs in four clusters of the same 256 units: a wider network is refused there."""
   monkeypatch.setattr(jax, "__version__", "0.11.2")
   args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32, "wide": True}
   assert "batch 512 at up to 256 hidden units, not 512" in cluster_mlp_mgpu.problem(

@@ -199,7 +199,8 @@ def rowgroups_for(hidden: int, batch: int) -> int:
 
 
 def _jax_version() -> tuple[int, int]:
-  """This jax's (major, minor): what ``semantics`` and ``checked_batches`` choose by."""
+  """This jax's (major, minor): what ``semantics``, ``checked_batches`` and ``rowgroups_for``
+  choose by."""
   return tuple(int(v) for v in jax.__version__.split(".")[:2])
 
 
@@ -250,8 +251,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             ptx: bool, registers: bool, groups: int = 1, passes: int = 1, rowgroups: int = 1):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   group_sums, refs = (refs[0], refs[1:]) if groups > 1 else (None, refs)
-  # (rowgroups > 1: the clusters' pass sums, outputs; x's memory also their staging; the other
-  # cluster's small rows.)
+  # (rowgroups > 1: the clusters' pass sums, outputs; x's memory also their staging; the
+  # partner cluster's small rows.)
   row_sums, row_small, refs = ((refs[0], refs[1], refs[2:]) if rowgroups > 1
                                else (None, None, refs))
   (x, w0p, backward_buffers, dzp, onehot, eye, small, met, tma, x_tiles, dz_ready, w0_done,
@@ -773,8 +774,8 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
                # The groups' class sums, by step parity (read back by every group)
                + ((jax.ShapeDtypeStruct((2, groups, CLASSES, BATCH), f32),) if groups > 1
                   else ())
-               # The clusters' pass sums of W0's tiles and of W1 and b1, by step parity
-               # (by step parity and exchange round)
+               # The clusters' pass sums of W0's tiles and of W1 and b1, by step parity and
+               # exchange round
                + ((jax.ShapeDtypeStruct((2, rounds, rowgroups, CTAS, TILES, 64, UNITS), f32),
                    jax.ShapeDtypeStruct((2, rounds, rowgroups, CTAS, SMALL_ROWS, UNITS), f32))
                   if rowgroups > 1 else ()),
@@ -786,7 +787,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
       **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
       scratch_types=[
           # x, by tiles of 64 inputs (rowgroups > 1: also each tile's pass sums, this
-          # cluster's and the other's, in the last pass)
+          # cluster's and its partner's, in the last pass: ``combine``)
           plgpu.RefUnion(plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),
                          plgpu.SMEM((TILES, 2, 64, UNITS), f32)) if rowgroups > 1 else
           plgpu.SMEM((TILES, BATCH, 64), bf16, transforms=tiles),
@@ -801,7 +802,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
           plgpu.SMEM((LANES, LANES), f32),  # the identity (its rows pick a class)
           plgpu.SMEM((SMALL_ROWS, UNITS), f32),  # W1[units]^T and b1, in and out
           plgpu.SMEM((2, 2, BATCH), f32),  # per-row losses and correct flags, by parity
-          # (5: the groups' sums, or the other cluster's small rows)
+          # (5: the groups' sums, or the partner cluster's small rows)
           plgpu.Barrier(num_barriers=4 if groups == 1 and rowgroups == 1 else 5),
           plgpu.Barrier(num_barriers=TILES),  # x's tiles, one barrier each
           # dz's parts written; the second's tiles new and its part of z in; the sums read
@@ -812,7 +813,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
           plgpu.SMEM((CTAS, BATCH), f32),  # class k's partial logits by CTA (pushed to CTA k)
           # The logits by class (pushed), then the pushes' two mbarriers
           plgpu.SMEM((CLASSES + 1, BATCH), f32),
-      ] + ([plgpu.SMEM((SMALL_ROWS, UNITS), f32)] if rowgroups > 1 else []))  # the other's small
+      ] + ([plgpu.SMEM((SMALL_ROWS, UNITS), f32)] if rowgroups > 1 else []))  # partner's small
 
 
 def _pack(params, lr=0.0):
@@ -867,8 +868,8 @@ def batches(x, labels, order, steps: int):
 def train_steps(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False,
           profile_dir: str | None = None, passes: int = 1, rowgroups: int = 1):
   """SGD steps in one launch on the batches of ``batches``: a step of 64 ``passes`` rows takes
-  ``passes`` of them in turn (the kernel's passes over one batch; ``rowgroups`` 2: half of them
-  in each of two clusters, ``_train_rowgroups``). Returns (params, losses
+  ``passes`` of them in turn (the kernel's passes over one batch; ``rowgroups`` 2 or 4: split
+  between that many clusters, ``_train_rowgroups``). Returns (params, losses
   (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
   ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
