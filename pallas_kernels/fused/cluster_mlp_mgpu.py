@@ -130,7 +130,9 @@ BATCHES = (64, 128, 256, 512)
 # ``combine``'s rounds, about a pass's cost each). H100, jax 0.11.2, ms an epoch of 60,000
 # random rows in Lane semantics (a probe's short compile; docs/bench/2026-11-27p_four_clusters):
 # batch 256 in one cluster 7.62, two 4.78, four 4.37; batch 512 in two 4.20, four 3.88. The
-# grid's MNIST epochs in Warpgroup semantics (jax 0.11's): 256 in four 3.56, 512 3.16.
+# grid's MNIST epochs in Warpgroup semantics (jax 0.11's): 256 in four 3.56, 512 3.16. jax
+# 0.12.0.1 (Lane, its semantics; docs/bench/2026-11-28a_four_clusters_jax012): 256 in one 7.43,
+# four 4.11; 512 in four 3.42.
 ROWGROUPS = {256: 4, 512: 4}
 INPUTS = 784
 SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
@@ -180,27 +182,28 @@ def semantics():
 
 def checked_batches() -> tuple[int, ...]:
   """The batches this jax trains at, those checked on the H100 against float64 with it
-  (``check_kernels --only=cluster_mlp``): every one of ``BATCHES`` with jax 0.11; 64 to 256
-  with jax 0.12 (one cluster's passes; the several clusters of ``ROWGROUPS`` not yet run
-  with it); 64 with jax 0.10 until a GPU run checks the others there."""
-  return {(0, 11): BATCHES, (0, 12): BATCHES[:3]}.get(_jax_version(), (BATCH,))
+  (``check_kernels --only=cluster_mlp``, ``ROWGROUPS``' four clusters included): every one of
+  ``BATCHES`` with jax 0.11 and 0.12; 64 with jax 0.10 until a GPU run checks the others there."""
+  return BATCHES if _jax_version() in ((0, 11), (0, 12)) else (BATCH,)
+
+
+def _rowgroups_fit(batch: int) -> bool:
+  """Whether this GPU holds ``ROWGROUPS``' clusters for ``batch`` at once (their grid barrier
+  opens only then: ``grid_barrier.resident_clusters``)."""
+  return ROWGROUPS.get(batch, 1) <= grid_barrier.resident_clusters()
 
 
 def rowgroups_for(hidden: int, batch: int) -> int:
   """The clusters a step of ``batch`` rows of a network of ``hidden`` units takes: ``ROWGROUPS``
-  for a network of one cluster of units with jax 0.11, where they were checked on the H100,
-  on a GPU that holds them at once (``grid_barrier.resident_clusters``); else one (jax 0.12
-  trains batch 256 in one cluster's passes, as checked there)."""
-  clusters = ROWGROUPS.get(batch, 1)
-  if (_groups(hidden) > 1 or _jax_version() != (0, 11)
-      or clusters > grid_barrier.resident_clusters()):
+  for a network of one cluster of units on a GPU that holds them at once; else one (its passes
+  in one cluster). Which jax trains which batch at all is ``checked_batches``' choice."""
+  if _groups(hidden) > 1 or not _rowgroups_fit(batch):
     return 1
-  return clusters
+  return ROWGROUPS.get(batch, 1)
 
 
 def _jax_version() -> tuple[int, int]:
-  """This jax's (major, minor): what ``semantics``, ``checked_batches`` and ``rowgroups_for``
-  choose by."""
+  """This jax's (major, minor): what ``semantics`` and ``checked_batches`` choose by."""
   return tuple(int(v) for v in jax.__version__.split(".")[:2])
 
 
@@ -226,7 +229,7 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
     return f"it takes batch {' or '.join(map(str, batches))}, not {batch}"
   if batch > 256 and hidden > HIDDEN:
     return f"it takes batch {batch} at up to {HIDDEN} hidden units, not {hidden}"
-  if batch > 256 and ROWGROUPS[batch] > grid_barrier.resident_clusters():
+  if batch > 256 and not _rowgroups_fit(batch):
     return f"it takes batch {batch} in {ROWGROUPS[batch]} clusters, more than this GPU holds"
   if not bias:
     return "it has biases"
