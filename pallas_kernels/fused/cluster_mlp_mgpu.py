@@ -207,6 +207,12 @@ def _jax_version() -> tuple[int, int]:
   return tuple(int(v) for v in jax.__version__.split(".")[:2])
 
 
+def _rounds(rowgroups: int) -> int:
+  """The exchanges of ``combine`` for ``rowgroups`` clusters (1, 2 or 4): pairs, then pairs of
+  pairs."""
+  return rowgroups.bit_length() - 1
+
+
 def _groups(hidden: int) -> int:
   """The clusters a hidden layer of ``hidden`` units takes: 256 units each, the last padded."""
   return -(-hidden // HIDDEN)
@@ -279,7 +285,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
   # With rowgroups > 1 each cluster takes ``rows_passes`` of a step's passes (the same units in
   # every cluster): its step s is the batches' pass ``batch_pass(s)``.
   rows_passes = passes // rowgroups
-  rounds = rowgroups.bit_length() - 1  # The exchanges of ``combine``: pairs, then pairs of pairs
+  rounds = _rounds(rowgroups)
 
   def batch_pass(s):
     if rowgroups == 1:
@@ -765,7 +771,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   # wgmma takes one swizzle for both operands: W0's and dz's rows of 16 units set it.
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   clusters = groups if groups > 1 else rowgroups if rowgroups > 1 else members
-  rounds = rowgroups.bit_length() - 1
+  rounds = _rounds(rowgroups)
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
                         warpgroups=warpgroups, split=split, ptx=not interpret,
