@@ -352,30 +352,53 @@ def step_cases(rng, interpret):
     err = max(rel_err(a, b) for a, b in zip(got_p + (got_v or []), ref_p + (ref_v or [])))
     err = max(err, rel_err(losses, [0, 2, 0]), rel_err(correct, [0, 10, 0]))
     yield f"sgd_parts {'momentum' if momentum else 'plain'}", "float32", err
-  # One step, 28 x 28 images at batch 64, from the same params: the change of every parameter.
+  # Adam: its moments (nu >= 0) and the bias corrections at the step's place (step 1, count 6)
+  moments = (vels, [np.abs(v) for v in vels])
+  corrections = common.adam_corrections(6, 3)
+  factors = tuple(np.float64(corrections[k]) for k in (2, 3))
+  ref_p, ref_m = sgd_parts.reference(f64(parts), f64(params), None, 1e-3, 0.9, layouts,
+                                     tuple(map(f64, moments)), factors)
+  got_p, got_m, _, _ = jax.jit(lambda a, p, m: sgd_parts.sgd_parts(
+      a, p, None, layouts, 1e-3, 0.9, jnp.arange(5.0), jnp.arange(5), 1, jnp.zeros(3),
+      jnp.zeros(3, jnp.int32), moments=m, corrections=corrections, interpret=interpret))(
+          parts, params, moments)
+  yield "sgd_parts adam", "float32", max(
+      rel_err(a, b) for a, b in zip(got_p + got_m[0] + got_m[1], ref_p + ref_m[0] + ref_m[1]))
+  # One step, 28 x 28 images at batch 64, from the same params: the change of every parameter,
+  # with momentum (a random trace) and with Adam (random moments, count 3).
   images = rng.integers(0, 256, (64, 28, 28, 1), dtype=np.uint8)
   labels = rng.integers(0, 10, 64).astype(np.uint8)
   order = rng.permutation(64).astype(np.int32)
   params = cnn.init_cnn(jax.random.key(int(rng.integers(1 << 30))))
-  tx = train.make_optimizer("momentum", 0.02)
-  vel = jax.tree.map(lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype), params)
-  with jax.enable_x64(True):
-    p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
-    v64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), vel)
-    state64 = optax.tree_utils.tree_set(tx.init(p64), trace=v64)  # optax's momentum trace
-    (ref, _, _) = jax.jit(train.train_step, static_argnames=train.STATIC)(
-        p64, state64, (images[order] / 255.0, labels[order]), tx=tx, model=models.CNN)
-    ref_change = [np.asarray(r) - np.asarray(p) for r, p in zip(jax.tree.leaves(ref),
-                                                                jax.tree.leaves(p64))]
-  for precision in TOLERANCE:
-    got, _, _, _ = jax.jit(functools.partial(
-        fused_step.cnn_step, batch=64, lr=tx.lr, momentum=tx.momentum, precision=precision,
-        interpret=interpret))(params, vel, images, labels, order, 0, jnp.zeros(1),
-                               jnp.zeros(1, jnp.int32))
-    change = [np.asarray(g, np.float64) - np.asarray(p) for g, p in zip(jax.tree.leaves(got),
-                                                                         jax.tree.leaves(params))]
-    yield "cnn step (every parameter's change)", precision, max(
-        rel_err(c, r) for c, r in zip(change, ref_change))
+  normal = lambda: jax.tree.map(lambda a: jnp.asarray(rng.standard_normal(a.shape), a.dtype),
+                                params)
+  # Moments of the gradients' size, so that the step's gradient counts in Adam's change
+  mu = jax.tree.map(lambda a: 0.01 * a, normal())
+  nu = jax.tree.map(lambda a: 1e-4 * jnp.abs(a), normal())
+  for name, lr, slots in (("momentum", 0.02, normal()), ("adam", 1e-3, (mu, nu))):
+    tx = train.make_optimizer(name, lr)
+    with jax.enable_x64(True):
+      to64 = lambda tree: jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), tree)
+      p64, state64 = to64(params), tx.init(to64(params))
+      if name == "momentum":  # optax's momentum trace
+        state64 = optax.tree_utils.tree_set(state64, trace=to64(slots))
+      else:
+        state64 = optax.tree_utils.tree_set(state64, mu=to64(mu), nu=to64(nu),
+                                            count=jnp.asarray(3, jnp.int32))
+      (ref, _, _) = jax.jit(train.train_step, static_argnames=train.STATIC)(
+          p64, state64, (images[order] / 255.0, labels[order]), tx=tx, model=models.CNN)
+      ref_change = [np.asarray(r) - np.asarray(p) for r, p in zip(jax.tree.leaves(ref),
+                                                                  jax.tree.leaves(p64))]
+    corrections = common.adam_corrections(3, 1) if name == "adam" else None
+    for precision in TOLERANCE:
+      got, _, _, _ = jax.jit(functools.partial(
+          fused_step.cnn_step, batch=64, lr=tx.lr, momentum=tx.momentum, precision=precision,
+          interpret=interpret))(params, slots, images, labels, order, 0, jnp.zeros(1),
+                                jnp.zeros(1, jnp.int32), corrections=corrections)
+      change = [np.asarray(g, np.float64) - np.asarray(p)
+                for g, p in zip(jax.tree.leaves(got), jax.tree.leaves(params))]
+      yield f"cnn step, {name} (every parameter's change)", precision, max(
+          rel_err(c, r) for c, r in zip(change, ref_change))
 
 
 # (widths, batch, optimizer): every MLP-family shape of the project, odd sizes, batch 1 and 37.

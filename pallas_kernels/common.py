@@ -152,6 +152,38 @@ def step_metrics(metrics):
   return losses, jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
 
 
+# Adam as optax.adam computes it with its defaults (b1, b2, eps), which jaxshallow's Adam uses;
+# the kernels that run it (the grid epoch kernel, the CNN's update kernel) share these.
+ADAM = (0.9, 0.999, 1e-8)
+
+
+def adam_corrections(count, steps: int, dtype=jnp.float32):
+  """Adam's bias-correction factors of ``steps`` steps, as optax computes them (1 - b^t with
+  t = count + 1, count + 2, ...), flat: step s's at 2s and 2s + 1, then padding (ones) for a
+  kernel's 16-lane loads (``adam_factors``)."""
+  b1, b2, _ = ADAM
+  t = jnp.asarray(count, jnp.int32) + 1 + jnp.arange(steps, dtype=jnp.int32)
+  factors = jnp.stack([1 - b1 ** t, 1 - b2 ** t], axis=1).astype(dtype).reshape(-1)
+  return jnp.concatenate([factors, jnp.ones((16,), dtype)])
+
+
+def adam_factors(corrections_ref, s):
+  """Step s's two bias corrections (scalars) from ``adam_corrections``' array, in a Triton-lowered
+  kernel: one 16-lane load."""
+  factors, lanes = load_vec(corrections_ref, 2 * s, 16, other=1.0), jnp.arange(16)
+  return (jnp.sum(jnp.where(lanes == 0, factors, 0.0)),
+          jnp.sum(jnp.where(lanes == 1, factors, 0.0)))
+
+
+def adam_moments(grad, mu, nu, c1, c2):
+  """Adam's new moments and its update's direction, in optax's order of operations: m and v,
+  then (m / c1) / (sqrt(v / c2) + eps) (the step is -lr times it)."""
+  b1, b2, eps = ADAM
+  m = (1 - b1) * grad + b1 * mu
+  v = (1 - b2) * (grad * grad) + b2 * nu
+  return m, v, (m / c1) / (jnp.sqrt(v / c2) + eps)
+
+
 def _i32(v):
   """An index as int32, the type of program ids, also for Python ints when x64 is enabled."""
   return np.int32(v) if isinstance(v, int) else v.astype(jnp.int32)

@@ -58,11 +58,12 @@ def test_members_follow_their_single_runs_float64(impl, optimizer, fusion):
         assert rel_err(a, b) < 1e-10
 
 
-def test_cnn_members_on_the_step_kernels_follow_their_single_runs_float64():
+@pytest.mark.parametrize("optimizer,lrs", [("momentum", [0.05, 0.1]), ("adam", [1e-3, 3e-3])])
+def test_cnn_members_on_the_step_kernels_follow_their_single_runs_float64(optimizer, lrs):
   """The CNN's step kernels under vmap, each member its own seed, order and lr (a traced value
   the kernels read): each member as xla trains it alone, to rounding in float64."""
   from jaxshallow import cnn
-  seeds, lrs, side = [1, 4], [0.05, 0.1], 12
+  seeds, side = [1, 4], 12
   rng = np.random.default_rng()
   images = np.zeros((16, side, side), np.uint8)
   images[:, 3:9, 3:9] = rng.integers(0, 256, (16, 6, 6))
@@ -71,13 +72,13 @@ def test_cnn_members_on_the_step_kernels_follow_their_single_runs_float64():
     init = lambda key: jax.tree.map(lambda a: a.astype(jnp.float64), cnn.init_cnn(key, side))
     x = jnp.asarray(images, jnp.float64) / 255
     params = pop.init_params(init, seeds)
-    state = pop.init_opt_state("momentum", params)
+    state = pop.init_opt_state(optimizer, params)
     orders = pop.epoch_orders(seeds, 0, len(labels))
     got_p, _, got_m = pop.train_epoch(params, state, x, labels, orders, jnp.asarray(lrs),
-                                      optimizer="momentum", momentum=0.9, batch_size=4,
+                                      optimizer=optimizer, momentum=0.9, batch_size=4,
                                       impl="pallas", model=models.CNN, fusion="step")
     for i, (seed, lr) in enumerate(zip(seeds, lrs)):
-      tx = train.make_optimizer("momentum", lr)
+      tx = train.make_optimizer(optimizer, lr)
       p = init(jax.random.key(seed))
       want_p, _, want_m = train.train_epoch(p, tx.init(p), x, labels, jnp.asarray(orders[i]),
                                             tx=tx, batch_size=4, model=models.CNN)

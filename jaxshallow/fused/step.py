@@ -6,7 +6,7 @@ their weight gradients as partial tiles, and XLA adds each parameter's up and up
 records the step's loss and accuracy, in launches of their own (the CNN: 11 launches, each of
 them mostly launch cost; docs/design/cnn.md). Here the step calls the same forward and backward
 kernels directly and ends in one kernel (``pallas_kernels.fused.sgd_parts``) that adds up every
-partial, runs optax's sgd (with momentum, if asked) on every parameter in place, and stores the
+partial, runs optax's sgd (with momentum, if asked) or adam on every parameter in place, and stores the
 step's metrics in the epoch's arrays; the first kernel (``pallas_kernels.fused.conv_batch``)
 reads the step's batch from the data set itself, where XLA would gather it in two launches more;
 and the output layer's gradient kernel spreads its input gradient through the max-pool itself
@@ -23,12 +23,13 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import optax
 from jax import lax
 
 from jaxshallow.fused import epoch as fused_epoch
 
 MODELS = ("cnn",)
-OPTIMIZERS = ("sgd", "momentum")
+OPTIMIZERS = ("sgd", "momentum", "adam")
 # Steps an iteration of the epoch's loop: the loop's counter is an XLA launch of its own, paid
 # once an iteration. More steps an iteration made the step faster and the compile longer
 # (docs/design/cnn.md).
@@ -44,13 +45,14 @@ def problem(model: str, optimizer: str) -> str | None:
   return None
 
 
-def cnn_step(params, velocities, images, labels, order, step, losses, correct, *, batch, lr,
-             momentum, precision, interpret, stride=1, offset=0):
+def cnn_step(params, slots, images, labels, order, step, losses, correct, *, batch, lr,
+             momentum, precision, interpret, stride=1, offset=0, corrections=None):
   """Step s = ``step * stride + offset`` of an epoch (stride static, offset a number or a traced
-  int32, an operand of the kernels): one SGD step of the CNN on the ``batch`` examples at
-  ``order[s * batch:]`` of images (N, H, W, 1) and labels; returns (params, velocities,
-  losses, correct) with the batch's mean loss and correct count stored at s of ``losses`` and
-  ``correct``. ``velocities``: optax's momentum trace, or None."""
+  int32, an operand of the kernels): one SGD (or Adam) step of the CNN on the ``batch`` examples
+  at ``order[s * batch:]`` of images (N, H, W, 1) and labels; returns (params, slots, losses,
+  correct) with the batch's mean loss and correct count stored at s of ``losses`` and
+  ``correct``. ``slots``: optax's momentum trace, or Adam's (mu, nu) with ``corrections`` (the
+  epoch's bias corrections, ``common.adam_corrections``), or None."""
   from pallas_kernels.fused import conv_batch, sgd_parts
   from pallas_kernels.ops import conv, conv_stack, dense_xent
   (c1, c2, head) = params
@@ -78,14 +80,18 @@ def cnn_step(params, velocities, images, labels, order, step, losses, correct, *
   layouts = [sgd_parts.layout(*lay) for lay in (
       conv.dw_layout(c0, k1), conv.db_layout(k1), conv.dw_layout(k1, k2), conv.db_layout(k2),
       *dense_xent.grad_layouts(*head["w"].shape))]
-  flat = [c1["w"], c1["b"], c2["w"], c2["b"], head["w"], head["b"]]
-  vel = None if velocities is None else [v for layer in velocities for v in (layer["w"],
-                                                                              layer["b"])]
-  flat, vel, losses, correct = sgd_parts.sgd_parts(
-      [dw1, db1, dw2, db2, dw3, db3], flat, vel, layouts, lr, momentum, row_loss, row_correct,
-      step, losses, correct, stride=stride, offset=offset, interpret=interpret)
+  flatten = lambda tree: [a for layer in tree for a in (layer["w"], layer["b"])]
   nest = lambda v: [{"w": v[2 * i], "b": v[2 * i + 1]} for i in range(3)]
-  return nest(flat), None if vel is None else nest(vel), losses, correct
+  adam = corrections is not None
+  vel = None if slots is None or adam else flatten(slots)
+  moments = tuple(map(flatten, slots)) if adam else None
+  flat, new, losses, correct = sgd_parts.sgd_parts(
+      [dw1, db1, dw2, db2, dw3, db3], flatten(params), vel, layouts, lr, momentum, row_loss,
+      row_correct, step, losses, correct, stride=stride, offset=offset, moments=moments,
+      corrections=corrections, interpret=interpret)
+  if adam:
+    return nest(flat), tuple(map(nest, new)), losses, correct
+  return nest(flat), None if new is None else nest(new), losses, correct
 
 
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
@@ -96,7 +102,11 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   why = problem(model.name, name)
   if why:
     raise ValueError(f"fusion='step' cannot train this: {why}")
-  velocities = fused_epoch.slots_of(opt_state, name)  # None for SGD
+  slots = fused_epoch.slots_of(opt_state, name)  # None for SGD; Adam's (mu, nu)
+  corrections = None
+  if name == "adam":  # Each step's bias corrections, read by the update kernel at its place
+    count = optax.tree_utils.tree_get(opt_state, "count")
+    corrections = common.adam_corrections(count, steps, jax.tree.leaves(params)[0].dtype)
   interpret = common.interpret_default()
   if images.ndim == 3:
     images = images[..., None]
@@ -111,7 +121,7 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
   def step(count, offset, carry):  # Step count * UNROLL + offset, computed by the kernels.
     p, v, losses, correct = carry
     return one_step(p, v, images, labels, order, jnp.asarray(count, jnp.int32), losses, correct,
-                    offset=jnp.asarray(offset, jnp.int32))
+                    offset=jnp.asarray(offset, jnp.int32), corrections=corrections)
 
   def body(count, carry):
     for offset in range(UNROLL):
@@ -119,10 +129,10 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
     return carry
 
   dtype = jax.tree.leaves(params)[0].dtype
-  carry = (params, velocities, jnp.zeros((steps,), dtype), jnp.zeros((steps,), jnp.int32))
+  carry = (params, slots, jnp.zeros((steps,), dtype), jnp.zeros((steps,), jnp.int32))
   carry = lax.fori_loop(0, steps // UNROLL, body, carry)
   for offset in range(steps % UNROLL):
     carry = step(steps // UNROLL, offset, carry)
-  params, velocities, losses, correct = carry
-  return (params, fused_epoch.with_slots(opt_state, name, velocities, steps),
+  params, slots, losses, correct = carry
+  return (params, fused_epoch.with_slots(opt_state, name, slots, steps),
           fused_epoch.epoch_metrics(losses, correct, batch_size))

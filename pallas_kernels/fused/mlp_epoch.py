@@ -76,7 +76,8 @@ HIDDEN_BLOCK = 16  # Units per tile of hidden layers (and inputs per tile of dee
 # split products of scaled pixels: none); at batch 128, 256 and 512 and for the regression nets
 # the split products gained nothing.
 SPLIT_FROM_UNITS = 512
-ADAM = (0.9, 0.999, 1e-8)  # b1, b2, eps: optax.adam's defaults, which jaxshallow's Adam uses.
+ADAM = common.ADAM  # b1, b2, eps: optax.adam's defaults, which jaxshallow's Adam uses.
+adam_corrections = common.adam_corrections  # step s's factors at 2s, 2s + 1
 # The optimizer state kept beside each weight and bias: momentum's velocity; Adam's first and
 # second moments.
 SLOTS = {"sgd": (), "momentum": ("v",), "adam": ("mu", "nu")}
@@ -84,16 +85,6 @@ SLOTS = {"sgd": (), "momentum": ("v",), "adam": ("mu", "nu")}
 
 def _optimizer(plan) -> str:
   return "adam" if plan.adam else "momentum" if plan.momentum else "sgd"
-
-
-def adam_corrections(count, steps: int, dtype=jnp.float32):
-  """Adam's bias-correction factors of the epoch's steps, as optax computes them (1 - b^t with
-  t = count + 1, count + 2, ...), flat: step s's at 2s and 2s + 1, then padding for the
-  kernel's 16-lane loads."""
-  b1, b2, _ = ADAM
-  t = jnp.asarray(count, jnp.int32) + 1 + jnp.arange(steps, dtype=jnp.int32)
-  factors = jnp.stack([1 - b1 ** t, 1 - b2 ** t], axis=1).astype(dtype).reshape(-1)
-  return jnp.concatenate([factors, jnp.ones((16,), dtype)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -410,15 +401,12 @@ def _direction(plan, st, io, name, r0, c0, grad, s):
     _store(vref, r0, c0, grad)
     return grad
   if plan.adam:
-    b1, b2, eps = ADAM
-    m = (1 - b1) * grad + b1 * _load(st["mu" + name], r0, c0, grad.shape)
-    v = (1 - b2) * (grad * grad) + b2 * _load(st["nu" + name], r0, c0, grad.shape)
+    m, v, direction = common.adam_moments(
+        grad, _load(st["mu" + name], r0, c0, grad.shape), _load(st["nu" + name], r0, c0, grad.shape),
+        *common.adam_factors(io["adam"], s))
     _store(st["mu" + name], r0, c0, m)
     _store(st["nu" + name], r0, c0, v)
-    factors, lanes = common.load_vec(io["adam"], 2 * s, 16, other=1.0), jnp.arange(16)
-    c1 = jnp.sum(jnp.where(lanes == 0, factors, 0.0))
-    c2 = jnp.sum(jnp.where(lanes == 1, factors, 0.0))
-    return (m / c1) / (jnp.sqrt(v / c2) + eps)
+    return direction
   return grad
 
 
