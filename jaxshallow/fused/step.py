@@ -130,7 +130,8 @@ def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size:
 
   dtype = jax.tree.leaves(params)[0].dtype
   carry = (params, slots, jnp.zeros((steps,), dtype), jnp.zeros((steps,), jnp.int32))
-  carry = lax.fori_loop(0, steps // UNROLL, body, carry)
+  if steps // UNROLL:  # (A loop of no iterations would still be compiled.)
+    carry = lax.fori_loop(0, steps // UNROLL, body, carry)
   for offset in range(steps % UNROLL):
     carry = step(steps // UNROLL, offset, carry)
   params, slots, losses, correct = carry
