@@ -390,8 +390,6 @@ def step_cases(rng, interpret):
       ref_change = [np.asarray(r) - np.asarray(p) for r, p in zip(jax.tree.leaves(ref),
                                                                   jax.tree.leaves(p64))]
     corrections = common.adam_corrections(3, 1) if name == "adam" else None
-    state32 = jax.tree.map(lambda a: jnp.asarray(a, a.dtype if a.dtype == jnp.int32
-                                                  else jnp.float32), state64)
     error = lambda got: max(rel_err(np.asarray(g, np.float64) - np.asarray(p), r) for g, p, r in
                             zip(jax.tree.leaves(got), jax.tree.leaves(params), ref_change))
     # Adam's update is float32 arithmetic in every precision: float32 and tf32 check it. (In
@@ -409,6 +407,8 @@ def step_cases(rng, interpret):
       # Adam's m / sqrt(v) passes on each element's relative error of its gradient, large where
       # a gradient is small: bounded by xla's own distance in this precision, twice, as the
       # epoch cases are (and at least the tolerance).
+      state32 = jax.tree.map(lambda a: a if a.dtype == jnp.int32 else a.astype(jnp.float32),
+                             state64)
       (xla, _, _) = jax.jit(train.train_step, static_argnames=train.STATIC)(
           params, state32, (jnp.asarray(images[order] / 255.0, jnp.float32), labels[order]),
           tx=tx, precision=precision, model=models.CNN)

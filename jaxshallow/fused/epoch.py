@@ -6,8 +6,8 @@ that meet at grid-wide barriers (``pallas_kernels.fused.mlp_epoch``; any depth, 
 or Adam, batches up to its ``MAX_BATCH``), and on a Hopper GPU, for the networks they take,
 thread-block clusters (``cluster_mlp_mgpu``: 784-H-10 for H up to 1792 at batch 64 to 256, and
 for H up to 256 at 512, with the jax versions of ``cluster_mlp_mgpu.checked_batches`` (jax 0.11
-and 0.12 all of them), plain SGD, a cluster per 256 hidden units, at batch 256 and 512 a network of up
-to 256 units in four clusters of the same units where ``rowgroups_for`` gives four);
+and 0.12 all of them), plain SGD, a cluster per 256 hidden units, at batch 256 and 512 a network
+of up to 256 units in four clusters of the same units where ``rowgroups_for`` gives four);
 ``cluster_epoch_mgpu``: the regression net 32-H-1 at
 batch 256, plain SGD, float32, up to 512 units in one cluster, 1024 in two), and one CTA for
 softmax regression (``logreg_mgpu``: batch 64, plain SGD). On a GPU

@@ -6,9 +6,10 @@ their weight gradients as partial tiles, and XLA adds each parameter's up and up
 records the step's loss and accuracy, in launches of their own (the CNN: 11 launches, each of
 them mostly launch cost; docs/design/cnn.md). Here the step calls the same forward and backward
 kernels directly and ends in one kernel (``pallas_kernels.fused.sgd_parts``) that adds up every
-partial, runs optax's sgd (with momentum, if asked) or adam on every parameter in place, and stores the
-step's metrics in the epoch's arrays; the first kernel (``pallas_kernels.fused.conv_batch``)
-reads the step's batch from the data set itself, where XLA would gather it in two launches more;
+partial, runs optax's sgd (with momentum, if asked) or adam on every parameter in place, and
+stores the step's metrics in the epoch's arrays; the first kernel
+(``pallas_kernels.fused.conv_batch``) reads the step's batch from the data set itself, where XLA
+would gather it in two launches more;
 and the output layer's gradient kernel spreads its input gradient through the max-pool itself
 (even maps), where the pool's backward would be a launch of its own. The upper convolution's
 kernel computes the output layer's logits too, in partial sums, and one backward launch runs

@@ -76,8 +76,6 @@ HIDDEN_BLOCK = 16  # Units per tile of hidden layers (and inputs per tile of dee
 # split products of scaled pixels: none); at batch 128, 256 and 512 and for the regression nets
 # the split products gained nothing.
 SPLIT_FROM_UNITS = 512
-ADAM = common.ADAM  # b1, b2, eps: optax.adam's defaults, which jaxshallow's Adam uses.
-adam_corrections = common.adam_corrections  # step s's factors at 2s, 2s + 1
 # The optimizer state kept beside each weight and bias: momentum's velocity; Adam's first and
 # second moments.
 SLOTS = {"sgd": (), "momentum": ("v",), "adam": ("mu", "nu")}
@@ -101,7 +99,7 @@ class Plan:
   scale_u8: bool = True  # uint8 inputs are scaled to [0, 1]
   num_warps: int = 4
   input_block: int = 0  # Layer 0's block_k; 0 for the default below.
-  adam: bool = False  # Adam (optax.adam's defaults, ADAM) instead of SGD or momentum.
+  adam: bool = False  # Adam (optax.adam's defaults, common.ADAM) instead of SGD or momentum.
   hidden_block: int = HIDDEN_BLOCK  # Units per tile of hidden layers (inputs of deeper ones).
   # float32's products on the tensor cores, as accurate: each operand as three bfloat16 parts
   # (``common.dot_split``). For float32 data only (float64 in the CPU tests takes IEEE products).
@@ -394,16 +392,15 @@ def _one_output(a, w):
 def _direction(plan, st, io, name, r0, c0, grad, s):
   """The update's direction, as optax computes it: plain SGD's g; momentum's trace
   (v = g + momentum * v, stored); Adam's m / (sqrt(v) + eps) with both moments stored and
-  bias-corrected by step s's factors (``adam_corrections``)."""
+  bias-corrected by step s's factors (``common.adam_corrections``)."""
   if plan.momentum:
     vref = st["v" + name]
     grad = grad + io["momentum"][...] * _load(vref, r0, c0, grad.shape)
     _store(vref, r0, c0, grad)
     return grad
   if plan.adam:
-    m, v, direction = common.adam_moments(
-        grad, _load(st["mu" + name], r0, c0, grad.shape), _load(st["nu" + name], r0, c0, grad.shape),
-        *common.adam_factors(io["adam"], s))
+    mu, nu = (_load(st[slot + name], r0, c0, grad.shape) for slot in ("mu", "nu"))
+    m, v, direction = common.adam_moments(grad, mu, nu, *common.adam_factors(io["adam"], s))
     _store(st["mu" + name], r0, c0, m)
     _store(st["nu" + name], r0, c0, v)
     return direction
@@ -762,7 +759,7 @@ def train_epoch(params, slots, x, y, order, lr, momentum, *, plan: Plan, fused=T
   if not (plan.split and plan.scale_u8 and x.dtype == jnp.uint8):
     plan = dataclasses.replace(plan, int_inputs=False)
   idx = order[:plan.steps * plan.batch]
-  corrections = (adam_corrections(count, plan.steps, dtype) if plan.adam
+  corrections = (common.adam_corrections(count, plan.steps, dtype) if plan.adam
                  else jnp.ones((16,), dtype))
   io_args = (x[idx], y[idx], jnp.asarray(lr, dtype), jnp.asarray(momentum, dtype), corrections)
   state = init_state(plan, params, slots, dtype)
