@@ -106,3 +106,21 @@ def test_an_entry_with_a_mosaic_gpu_kernel_imports_mosaic_gpu_first(tmp_path, mo
   monkeypatch.setattr(compile_cache, "MOSAIC_GPU_CALL", "stablehlo.add")  # As if it were one.
   compile_cache._save(path, exported, "tree")
   assert compile_cache._load(path)[1] == "tree" and imported == [1]
+
+
+def test_the_trainer_compiles_the_evaluation_beside_the_training():
+  """``compile`` compiles every chunk shape the run evaluates (the regression net: the test
+  and training sets, 2,560 rows each: chunks of 2,000 and 560), so the evaluation compiles
+  nothing more, and gives the uncompiled evaluation's numbers."""
+  from jaxshallow import train
+  from jaxshallow.run import trainers
+  cfg = config.resolve(config.Config(model="regression", dataset="medium", epochs=1,
+                                     hidden=(16,), compilation_cache="off"))
+  trainer = trainers.make_trainer(cfg, runner.load_data(cfg))
+  trainer.compile()
+  assert sorted(trainer.eval_fns) == [(560, 32), (2000, 32)]
+  for split in ("test", "train"):
+    got = trainer.evaluate(split)
+    want = train.evaluate(trainer.params, *trainer.data[split], **trainer.static)
+    assert got == pytest.approx(want, rel=1e-6)
+  assert len(trainer.eval_fns) == 2

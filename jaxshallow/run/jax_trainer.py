@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from concurrent import futures
 
 import jax
 import jax.numpy as jnp
@@ -79,10 +80,41 @@ class JaxTrainer(TrainerState):
     self.tune_time_s = time.perf_counter() - t0
 
   def compile(self) -> float:
-    """Compile ahead of time; returns the seconds it took (autotuning not included)."""
+    """Compile ahead of time the training's program and, beside it in a second thread, the
+    evaluation's (``compile_evaluation``); returns the seconds until both were done (autotuning
+    not included). Side by side because XLA's compile releases the GIL: a cold run of the
+    CNN's pallas path had compiled its evaluation's Triton kernels after training, 2.6 s of
+    XLA's compile on the H100 (docs/design/time_to_result.md)."""
     if self.cfg.blocks == "auto":
       self._autotune()
     t0 = time.perf_counter()
+    with futures.ThreadPoolExecutor(1) as pool:
+      evaluation = pool.submit(self.compile_evaluation) if self.mesh is None else None
+      self._compile_training()
+    if evaluation is not None:
+      evaluation.result()  # Its error, if any, here.
+    return time.perf_counter() - t0
+
+  def compile_evaluation(self) -> None:
+    """The evaluation's chunk shapes of the splits the run evaluates (the test split; the
+    regression net's training set too), compiled into ``eval_fns``."""
+    splits = ("test", "train") if self.cfg.model == "regression" else ("test",)
+    for split in splits:
+      x, y = self.data[split]
+      n = y.shape[0]
+      for size in sorted({min(train.EVAL_BATCH, n - start)
+                          for start in range(0, n, train.EVAL_BATCH)}):
+        self._eval_fn(x[:size], y[:size])
+
+  def _eval_fn(self, x, y):
+    """The compiled evaluation of a chunk of ``x``'s shape (compiled at its first use)."""
+    if x.shape not in self.eval_fns:
+      self.eval_fns[x.shape] = compile_cache.compile(
+          train.eval_batch_jit, (self.params, x, y), self.static, what="the evaluation",
+          settings=self._settings("evaluation"), exportable=self.cfg.impl != "triton")
+    return self.eval_fns[x.shape]
+
+  def _compile_training(self) -> None:
     if self.mesh is not None:
       from jaxshallow.devices import data_parallel
       self.fn = data_parallel.train_epoch.lower(
@@ -100,7 +132,6 @@ class JaxTrainer(TrainerState):
                  else (*self.data["train"], self.orders[0][0]))
       self.fn = step.lower(self.params, self.opt_state, *example, tx=self.tx,
                            **self.static).compile()
-    return time.perf_counter() - t0
 
   def _compile_scan(self, orders):
     """The compiled epoch (``orders`` of one epoch) or epochs (one epoch's order a row)."""
@@ -209,16 +240,13 @@ class JaxTrainer(TrainerState):
 
   def evaluate(self, split: str = "test") -> dict:
     """Mean loss (and accuracy) over ``split``, in chunks of ``train.EVAL_BATCH`` examples, each
-    chunk's shape compiled once (through the compilation cache, as the epoch)."""
+    chunk's shape compiled once (through the compilation cache, as the epoch; by ``compile``,
+    where the caller compiled ahead)."""
     if self.mesh is not None:
       return train.evaluate(self.params, *self.data[split], **self.static)
 
     def chunk(x, y):
-      if x.shape not in self.eval_fns:
-        self.eval_fns[x.shape] = compile_cache.compile(
-            train.eval_batch_jit, (self.params, x, y), self.static, what="the evaluation",
-            settings=self._settings("evaluation"), exportable=self.cfg.impl != "triton")
-      return self.eval_fns[x.shape](self.params, x, y)
+      return self._eval_fn(x, y)(self.params, x, y)
     return train.evaluate_in_chunks(chunk, *self.data[split], model=self.static["model"],
                                     batch_size=train.EVAL_BATCH)
 
