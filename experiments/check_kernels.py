@@ -772,12 +772,13 @@ def _cluster_inputs(rng, hidden: int, steps: int, batch: int = cluster_mlp_mgpu.
 
 def cluster_groups_cases(rng, steps=20):
   """cluster_mlp_mgpu on networks of several clusters (784-512-10 and 784-1000-10, padded to
-  1024: their class sums meet at a grid barrier every step) and of a padded cluster
-  (784-128-10) against float64 train_step over ``steps`` steps, bounded as the epoch family's
-  float32 (twice xla's own float32 distance where larger; outside it, one fresh draw, as
-  there), and run twice: the same bits."""
+  1024: their class sums meet at a grid barrier every step), of more groups than the GPU holds
+  clusters (784-2048-10: 128 CTAs without clusters, exchanging through global memory) and of a
+  padded cluster (784-128-10) against float64 train_step over ``steps`` steps, bounded as the
+  epoch family's float32 (twice xla's own float32 distance where larger; outside it, one fresh
+  draw, as there), and run twice: the same bits."""
   lr = 0.1
-  for hidden in (128, 512, 1000):
+  for hidden in (128, 512, 1000, 2048):
     run = jax.jit(functools.partial(cluster_mlp_mgpu.train_epoch, lr=lr, steps=steps))
     clusters = -(-hidden // cluster_mlp_mgpu.HIDDEN)
     first = ""
@@ -791,7 +792,9 @@ def cluster_groups_cases(rng, steps=20):
       if err < bound or draw == 1:
         break
       first = f"; 2nd draw, the 1st {err:.1e} (xla {xla_err:.0e})"
-    name = (f"cluster mlp 784-{hidden}-10 ({clusters} clusters) {steps} steps "
+    clusters = (f"{clusters} groups without clusters"
+                if cluster_mlp_mgpu._flat(clusters) else f"{clusters} clusters")
+    name = (f"cluster mlp 784-{hidden}-10 ({clusters}) {steps} steps "
             f"(xla {xla_err:.0e}{first})")
     yield name, "float32", err, bound
     yield (f"cluster mlp 784-{hidden}-10 twice: the same bits", "float32",

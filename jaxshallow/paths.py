@@ -64,7 +64,8 @@ def default_fusion(model: str) -> str:
 OPS_FASTER_ABOVE = 3.5e5
 # Where the breadth grid (benchmarks.grid, --alternatives) measured another path faster than
 # the rule above: (widths, batch size, optimizer, precision) -> fusion; "xla" where every
-# Pallas path trained slower than xla (docs/bench/current).
+# Pallas path trained slower than xla (docs/bench/current); "cluster": the epoch path where a
+# cluster kernel takes the network (Hopper), else xla.
 MEASURED = {
     # The epoch kernels over the work rule's limit: on Hopper 784-1024-10 takes the cluster
     # kernel (4 clusters, 3.96x; the rule judges only the grid kernel), elsewhere the grid
@@ -73,7 +74,10 @@ MEASURED = {
     # and 0.69x on 2026-11-26).
     ((784, 1024, 10), 64, "sgd", "float32"): "epoch",
     ((784, 256, 1024, 256, 10), 64, "sgd", "float32"): "epoch",
-    ((784, 2048, 10), 64, "sgd", "float32"): "xla",  # ops 0.85x, epoch 0.55x
+    # 784-2048-10: the cluster kernel without clusters on Hopper (8 groups of 256 units, more
+    # than an H100 holds clusters; cluster_mlp_mgpu._flat), elsewhere xla (the op kernels
+    # 0.85x, the grid kernel 0.55x, 2026-11-26).
+    ((784, 2048, 10), 64, "sgd", "float32"): "cluster",
     ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "xla",  # epoch 0.70x, ops 0.42x
     ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "xla",  # ops 0.37x, epoch 0.20x
 }
@@ -106,6 +110,8 @@ def single(cfg) -> Path:
   if cfg.fusion in ("ops", "xla"):
     return Path(cfg.fusion, "")
   measured = MEASURED.get((widths(cfg), cfg.batch_size, cfg.optimizer, cfg.precision))
+  if measured == "cluster":  # The epoch path where a cluster kernel takes it, else xla
+    measured = "epoch" if _epoch_kernel_of(cfg).startswith("cluster") else "xla"
   if cfg.fusion is None and measured == "xla" and cfg.blocks is None:
     why = "every Pallas path trained this network slower than xla (docs/bench/current)"
     log.warning("training with XLA's own fusions (--fusion=xla): %s; --fusion=ops or epoch "

@@ -75,6 +75,33 @@ def test_kernel_of_several_clusters_lowers(hidden, steps):
 
 
 @pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
+@pytest.mark.parametrize("hidden", [2048, 1800])
+def test_more_groups_than_clusters_lower_without_clusters(hidden):
+  """784-2048-10 (and 1800, padded): 8 groups, more than an H100 holds clusters of 16, run as
+  128 CTAs without clusters, their partial logits, class sums and logits through global memory
+  at three grid barriers a step."""
+  assert cluster_mlp_mgpu._flat(cluster_mlp_mgpu._groups(hidden))
+  fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5))
+  text = fn.trace(*_abstract(hidden, 2)).lower(lowering_platforms=("cuda",)).as_text()
+  assert "mosaic_gpu" in text and "red.release.gpu.global.add" in text
+  assert "fence.proxy.async.global" in text
+
+
+def test_flat_networks_take_batch_64_with_the_jax_checked_only(monkeypatch):
+  net = dict(wide=True, bias=True, optimizer="sgd", dtype=jnp.float32)
+  why = cluster_mlp_mgpu.problem((784, 2048, 10), 128, **net)
+  assert why == "it takes batch 64 at more than 1792 hidden units, not 128"
+  monkeypatch.setattr(cluster_mlp_mgpu, "_jax_version", lambda: (0, 12))
+  monkeypatch.setattr(jax, "__version__", "0.12.0.1")
+  why = cluster_mlp_mgpu.problem((784, 2048, 10), 64, **net)
+  assert why == ("it takes more than 1792 hidden units with jax 0.11 (checked on a GPU), not "
+                 "0.12.0.1")
+  assert cluster_mlp_mgpu.problem((784, 1792, 10), 64, **net) is None
+  monkeypatch.setattr(cluster_mlp_mgpu, "_jax_version", lambda: (0, 11))
+  assert cluster_mlp_mgpu.problem((784, 2048, 10), 64, **net) is None
+
+
+@pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
 def test_a_padded_hidden_layer_lowers_and_keeps_its_width():
   """784-100-10: padded to one cluster of 256 units for the launch, its 100 units out."""
   fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5))
@@ -109,10 +136,11 @@ def test_batches_that_are_not_whole_steps_are_refused():
 
 
 def test_too_many_clusters_or_the_interpreter_are_refused():
-  """More clusters than an H100 holds at once would never meet (a hang): refused; so is the
-  interpreter, which cannot run the grid barrier."""
-  for hidden, kw, message in [(2048, {}, "8 clusters of 16 CTAs are more than the 7"),
-                              (1800, {}, "8 clusters of 16 CTAs are more than the 7"),
+  """More CTAs than an H100 holds at once would never meet (a hang): refused (8 groups of 16
+  run without clusters, 9 do not fit); so is the interpreter, which cannot run the grid
+  barrier."""
+  for hidden, kw, message in [(2304, {}, "144 CTAs are more than the 132"),
+                              (2048, {"interpret": True}, "without clusters: .* compiled"),
                               (512, {"interpret": True}, "trains alone, compiled")]:
     fn = jax.jit(lambda p, x, o: cluster_mlp_mgpu.train_steps(p, x, o, 0.5, **kw))
     with pytest.raises(ValueError, match=message):
@@ -301,11 +329,13 @@ def test_groups_split_and_join_exactly():
 @pytest.mark.parametrize("widths,kw,message", [
     ((784, 512, 10), {}, None), ((784, 1792, 10), {}, None),
     ((784, 300, 10), {}, None), ((784, 1, 10), {}, None),
-    ((784, 2048, 10), {}, "784-(1 .. 1792)-10 networks, not 784-2048-10"),
+    ((784, 2048, 10), {}, None),  # 8 groups: more than an H100 holds clusters (flat)
+    ((784, 2049, 10), {}, "784-(1 .. 2048)-10 networks, not 784-2049-10"),
     ((784, 0, 10), {}, "not 784-0-10"),
     ((784, 512, 10), {"optimizer": "momentum"}, "plain SGD, not momentum"),
 ])
-def test_networks_of_several_clusters(widths, kw, message):
+def test_networks_of_several_clusters(widths, kw, message, monkeypatch):
+  monkeypatch.setattr(cluster_mlp_mgpu, "_jax_version", lambda: (0, 11))  # (flat: checked there)
   args = {"bias": True, "optimizer": "sgd", "dtype": jnp.float32, **kw}
   why = cluster_mlp_mgpu.problem(widths, 64, wide=True, **args)
   assert why is None if message is None else message in why

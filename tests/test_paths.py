@@ -33,7 +33,7 @@ def test_measured_choices_come_before_the_rule(caplog):
   step, with a one-line notice; a path asked for is kept; where it measured the epoch kernel
   faster beyond the work rule's limit (784-1024-10), the epoch kernel; at batch 128 the rule
   again."""
-  assert pick(model="mlp", hidden=(2048,)) == "xla"
+  assert pick(model="mlp", hidden=(2048,)) == "xla"  # (off Hopper: see below)
   assert len(caplog.records) == 1 and "--fusion=xla" in caplog.text
   assert pick(model="mlp", hidden=(2048,), fusion="epoch") == "epoch"
   assert pick(model="regression", dataset="large", hidden=(256, 256)) == "xla"
@@ -145,7 +145,8 @@ def test_dense_on_hopper_from_its_rows():
 @pytest.mark.parametrize("hidden,batch,optimizer,kernel", [
     (256, 64, "sgd", "cluster_mlp"), (128, 64, "sgd", "cluster_mlp"),
     (300, 64, "sgd", "cluster_mlp"), (1024, 64, "sgd", "cluster_mlp"),
-    (1792, 64, "sgd", "cluster_mlp"), (2048, 64, "sgd", "grid"),
+    (1792, 64, "sgd", "cluster_mlp"), (2048, 64, "sgd", "cluster_mlp"),
+    (2304, 64, "sgd", "grid"), (2048, 128, "sgd", "grid"),
     (512, 128, "sgd", "cluster_mlp"), (256, 256, "sgd", "cluster_mlp"),
     (256, 512, "sgd", "cluster_mlp"), (512, 512, "sgd", "grid"), (256, 1024, "sgd", "grid"),
     (512, 64, "momentum", "grid")])
@@ -153,9 +154,11 @@ def test_on_hopper_the_cluster_kernel_takes_one_hidden_layer_up_to_seven_cluster
     hidden, batch, optimizer, kernel, monkeypatch):
   """On Hopper the MLP's cluster kernel takes 784-H-10 at batch 64, 128 and 256 (where this jax
   was checked: ``checked_batches``) with plain SGD for H up to 7 x 256 (several clusters; other
-  widths padded), and at batch 512 up to 256 units, the grid kernel the rest."""
+  widths padded), at batch 64 up to 8 x 256 (without clusters), and at batch 512 up to 256
+  units, the grid kernel the rest."""
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
   monkeypatch.setattr(cluster_mlp_mgpu, "checked_batches", lambda: cluster_mlp_mgpu.BATCHES)
+  monkeypatch.setattr(cluster_mlp_mgpu, "_jax_version", lambda: (0, 11))  # (2048: checked there)
   mlp = dict(head="xent", bias=True, optimizer=optimizer, dtype=jnp.float32)
   assert paths.epoch_kernel((784, hidden, 10), batch, precision="float32", **mlp) == kernel
   # With a jax whose passes were not checked on a GPU, batch 64 only.
@@ -173,3 +176,14 @@ def test_the_work_rule_is_the_grid_kernels(monkeypatch, caplog):
   caplog.clear()
   assert pick(model="mlp", hidden=(1536,)) == "epoch"
   assert not caplog.records
+
+
+def test_784_2048_10_takes_the_cluster_kernel_on_hopper_only(monkeypatch):
+  """Its measured choice ("cluster"): on Hopper the epoch path (the cluster kernel without
+  clusters), elsewhere xla's step (every Pallas path there slower)."""
+  assert pick(model="mlp", hidden=(2048,)) == "xla"
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  monkeypatch.setattr(cluster_mlp_mgpu, "_jax_version", lambda: (0, 11))
+  assert pick(model="mlp", hidden=(2048,)) == "epoch"
+  monkeypatch.setattr(cluster_mlp_mgpu, "_jax_version", lambda: (0, 12))  # Not checked there
+  assert pick(model="mlp", hidden=(2048,)) == "xla"

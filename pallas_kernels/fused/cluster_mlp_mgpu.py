@@ -94,7 +94,11 @@ group's clusters read the same batches, and in exchange 1 each group's CTA k wri
 global memory, meets the other groups' class CTAs at a grid barrier
 (``pallas_kernels.mgpu.grid_barrier``: all groups must be resident at once), and adds all G
 sums in group order, then b1[k]; the rest of the step is the group's own. Every group computes
-the same logits, losses and b1; the first group's CTA 0 writes the metrics.
+the same logits, losses and b1; the first group's CTA 0 writes the metrics. More groups than
+the GPU holds clusters at once (``_flat``: 784-2048-10, 8 groups, on an H100 that holds 7) run
+as groups x 16 CTAs without clusters, a CTA a SM, all resident; their first exchange goes
+through global memory at three grid barriers a step (``exchange_global``: the same sums in the
+same order).
 
 Checked against ``reference`` in float64 over a whole MNIST epoch, and against train_step
 (``experiments.check_kernels --only=cluster_mlp``). In every precision its epoch measured faster
@@ -134,6 +138,9 @@ BATCHES = (64, 128, 256, 512)
 # 0.12.0.1 (Lane, its semantics; docs/bench/2026-11-28a_four_clusters_jax012): 256 in one 7.43,
 # four 4.11; 512 in four 3.42.
 ROWGROUPS = {256: 4, 512: 4}
+# The jax versions whose networks of more groups than clusters (``_flat``: 784-2048-10 on an
+# H100) were checked on a GPU against float64 (docs/bench/2026-11-28d_flat_2048).
+FLAT_CHECKED = ((0, 11),)
 INPUTS = 784
 SPLIT = 5  # W0's tiles 0 .. 4 are the first warpgroup's, 5 .. 12 the second's
 # With passes > 1, by the parts the products take (float32 3, tf32 2, bfloat16 1): the split
@@ -218,13 +225,26 @@ def _groups(hidden: int) -> int:
   return -(-hidden // HIDDEN)
 
 
+def _flat(groups: int) -> bool:
+  """Whether a network of ``groups`` x 256 units trains without clusters (``flat``): more
+  groups than the GPU holds clusters of 16 at once (an H100 holds 7, 1,792 units), whose CTAs
+  exchange through global memory instead, all ``groups`` x 16 resident at once."""
+  return groups > grid_barrier.resident_clusters()
+
+
+def _most_groups() -> int:
+  """The most groups of 256 units a network takes: in clusters, or beyond them without
+  (``_flat``: a CTA a SM, 8 on an H100's 132 SMs)."""
+  return max(grid_barrier.resident_clusters(), grid_barrier.resident_ctas() // CTAS)
+
+
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
             wide: bool = False) -> str | None:
   """Why this kernel cannot train the network (one line), or None if it can. ``wide`` (a single
   network): any hidden width up to ``grid_barrier.resident_clusters()`` clusters of 256 units
   (``pad_hidden``) and any batch of ``BATCHES``; else (a population's member) 256 and 64."""
   hidden = tuple(widths)[1] if len(widths) == 3 else 0
-  most = HIDDEN * (grid_barrier.resident_clusters() if wide else 1)
+  most = HIDDEN * (_most_groups() if wide else 1)
   if tuple(widths) != (INPUTS, hidden, CLASSES) or not (1 <= hidden <= most if wide
                                                         else hidden == HIDDEN):
     units = f"(1 .. {most})" if wide else f"{HIDDEN}"
@@ -235,6 +255,13 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
     return f"it takes batch {' or '.join(map(str, batches))}, not {batch}"
   if batch > 256 and hidden > HIDDEN:
     return f"it takes batch {batch} at up to {HIDDEN} hidden units, not {hidden}"
+  if _flat(_groups(hidden)) and batch > BATCH:
+    return (f"it takes batch {BATCH} at more than "
+            f"{HIDDEN * grid_barrier.resident_clusters()} hidden units, not {batch}")
+  if _flat(_groups(hidden)) and _jax_version() not in FLAT_CHECKED:
+    return (f"it takes more than {HIDDEN * grid_barrier.resident_clusters()} hidden units with "
+            f"jax {' or '.join('.'.join(map(str, v)) for v in FLAT_CHECKED)} (checked on a GPU),"
+            f" not {jax.__version__}")
   if batch > 256 and not _rowgroups_fit(batch):
     return f"it takes batch {batch} in {ROWGROUPS[batch]} clusters, more than this GPU holds"
   if not bias:
@@ -257,9 +284,13 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             w0p_out, small_out, metrics_out,  # outputs
             *refs,  # (groups > 1: the groups' class sums, an output) and the scratch
             steps: int, lr: float | None, parts: int, unroll: bool, warpgroups: int, split: int,
-            ptx: bool, registers: bool, groups: int = 1, passes: int = 1, rowgroups: int = 1):
+            ptx: bool, registers: bool, groups: int = 1, passes: int = 1, rowgroups: int = 1,
+            flat: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
-  group_sums, refs = (refs[0], refs[1:]) if groups > 1 else (None, refs)
+  # (flat: the CTAs' partial logits, the groups' class sums and the logits, through global
+  # memory: ``exchange_global``.)
+  group_sums, refs = ((refs[:3], refs[3:]) if flat else (refs[0], refs[1:]) if groups > 1
+                      else (None, refs))
   # (rowgroups > 1: the clusters' pass sums, outputs; x's memory also their staging; the
   # partner cluster's small rows.)
   row_sums, row_small, refs = ((refs[0], refs[1], refs[2:]) if rowgroups > 1
@@ -342,7 +373,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     plgpu.copy_gmem_to_smem(x_in.at[data, batch_pass(s), :, tile(j)], x.at[j], x_tiles.at[j])
 
   bars = logits_in.at[CLASSES]  # The two mbarriers the pushes complete on (``ptx``)
-  if ptx:
+  if ptx and not flat:
     cluster_push.init(bars, (CTAS, CLASSES))  # the columns from 16 CTAs; the logits from 10
 
   def sync():  # A barrier of the warpgroup without a proxy fence (``warpgroup_sync``).
@@ -564,6 +595,62 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
                        inbox.at[pl.ds(0, groups)], tma.at[4])
     return functools.reduce(jnp.add, [_load(inbox.at[g], by_row) for g in range(groups)])
 
+  def exchange_global(s, parity, b1):
+    """``exchange`` without a cluster (``flat``): the same sums in the same order, through
+    global memory, each round closed by a grid barrier of all groups' CTAs (the k-th at k times
+    their count: three a step). Round 1: every CTA sends its partial logits, and each group's
+    CTA k < 10 adds up class k's 16 columns in CTA order; round 2: each group's CTA k adds the
+    groups' sums in group order and b1[k] (every group the same bits); round 3: every CTA reads
+    its group's logits. A slot by step parity is written again two steps later, after barriers
+    that every reader passes only once done with it."""
+    parts, sums, logits = group_sums
+    arrivals = groups * CTAS
+
+    def out(src, dst, barrier):  # src to global memory, then the barrier's arrival and wait
+      sync()  # Every thread's stores before the copy
+      plgpu.commit_smem()
+      plgpu.copy_smem_to_gmem(src, dst)
+      plgpu.wait_smem_to_gmem(0)  # Done, not only read: then the arrival
+      grid_barrier.barrier(counter.at[0], (3 * s + barrier) * arrivals)
+      grid_barrier.fence_for_copies()
+
+    def read(src, dst):  # Global src into shared dst, every thread done with dst's old values
+      sync()
+      plgpu.copy_gmem_to_smem(src, dst, tma.at[4])
+      plgpu.barrier_wait(tma.at[4])
+
+    with jax.named_scope("exchange_1"):
+      out(columns.at[pl.ds(0, CLASSES)], parts.at[parity, m, c], 1)
+
+    @pl.when(c < CLASSES)
+    def _():
+      with jax.named_scope("sum_class"):
+        read(parts.at[parity, m, :, c], inbox)
+        _store(columns.at[CLASSES],
+               functools.reduce(jnp.add, [_load(inbox.at[peer], by_row) for peer in range(CTAS)]))
+        sync()
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(columns.at[CLASSES], sums.at[parity, c, m])
+        plgpu.wait_smem_to_gmem(0)
+    grid_barrier.barrier(counter.at[0], (3 * s + 2) * arrivals)
+    grid_barrier.fence_for_copies()
+
+    @pl.when(c < CLASSES)
+    def _():
+      read(sums.at[parity, c], inbox.at[pl.ds(0, groups)])
+      total = functools.reduce(jnp.add, [_load(inbox.at[g], by_row) for g in range(groups)])
+      _store(columns.at[CLASSES], total + entry(b1, c))
+      sync()
+      plgpu.commit_smem()
+      plgpu.copy_smem_to_gmem(columns.at[CLASSES], logits.at[parity, m, c])
+      plgpu.wait_smem_to_gmem(0)
+    grid_barrier.barrier(counter.at[0], (3 * s + 3) * arrivals)
+    grid_barrier.fence_for_copies()
+    with jax.named_scope("exchange_2"):
+      read(logits.at[parity, m], logits_in.at[pl.ds(0, CLASSES)])
+    with jax.named_scope("read_logits"):
+      return [_load(logits_in.at[k], by_row) for k in range(CLASSES)]
+
   def exchange(s, parity, b1):
     """The logits from the CTAs' partial logits (``columns`` 0 .. 9): CTA k < 10 adds up class
     k's 16 columns in CTA order (with groups > 1, then the groups' sums in group order) and
@@ -615,7 +702,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       h = jnp.maximum(z, 0.0)
       for k in range(CLASSES):
         _store(columns.at[k], jnp.sum(h * cols(w1[k]), axis=1))
-    logits = exchange(s, parity, b1)
+    logits = (exchange_global if flat else exchange)(s, parity, b1)
     plgpu.barrier_wait(tma.at[3])  # The labels
     with jax.named_scope("softmax"):
       labels = [_load(onehot.at[k], by_row).astype(f32) for k in range(CLASSES)]
@@ -690,7 +777,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     w1, b1, *_ = carry
     if warpgroups == 2:
       plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles of the last step
-    meet(4)  # No CTA leaves while a peer may still read its buffers.
+    if not flat:  # (flat: no CTA reads another's shared memory)
+      meet(4)  # No CTA leaves while a peer may still read its buffers.
     for k in range(CLASSES):
       _store(small.at[k], w1[k])
     _store(small.at[ROW_B1], b1)  # The same in every CTA.
@@ -729,7 +817,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
           profile_dir: str | None = None, members: int = 1, groups: int = 1, passes: int = 1,
-          rowgroups: int = 1):
+          rowgroups: int = 1, flat: bool = False):
   """The kernel for ``members`` networks, one cluster each (each input and output with a
   leading member axis); ``lr`` None: each network's own, from row ROW_LR of its small
   parameters. ``groups`` > 1: one network of ``groups`` x 256 units instead, a cluster a group
@@ -738,7 +826,14 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   ``rowgroups`` > 1: one network, its step's passes split between ``rowgroups`` clusters of the
   same units (``steps`` is then each cluster's count), which add up their sums through global
   memory at a grid barrier in each step's last pass (W0 in shared memory only: ``registers``
-  off)."""
+  off). ``flat``: the groups' CTAs launched without clusters, the exchanges through global
+  memory (``exchange_global``): more groups than the GPU holds clusters, one pass a step."""
+  if flat and (groups < 2 or passes > 1 or members > 1 or interpret or profile_dir):
+    raise ValueError("a network of several groups without clusters: one pass a step, alone, "
+                     "compiled (Mosaic GPU's interpreter cannot run the grid barrier)")
+  if flat and groups * CTAS > grid_barrier.resident_ctas():
+    raise ValueError(f"{groups * CTAS} CTAs are more than the {grid_barrier.resident_ctas()} "
+                     "this GPU holds at once")
   if rowgroups > 1 and (rowgroups not in (2, 4) or groups > 1 or members > 1 or interpret
                         or profile_dir or passes % rowgroups):
     raise ValueError("a step's passes split between clusters: two or four clusters of one "
@@ -747,7 +842,8 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   if groups > 1 and (members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
                      "interpreter cannot run the grid barrier)")
-  grid_barrier.check_resident(max(groups, rowgroups))
+  if not flat:
+    grid_barrier.check_resident(max(groups, rowgroups))
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.
@@ -776,12 +872,16 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
                         warpgroups=warpgroups, split=split, ptx=not interpret,
                         registers=registers, groups=groups, passes=passes,
-                        rowgroups=rowgroups),
+                        rowgroups=rowgroups, flat=flat),
       out_type=(jax.ShapeDtypeStruct((clusters, CTAS, PADDED, 3 * UNITS), bf16),
                 jax.ShapeDtypeStruct((clusters, CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((members, steps * rowgroups, 2, BATCH), f32))
-               # The groups' class sums, by step parity (read back by every group)
-               + ((jax.ShapeDtypeStruct((2, groups, CLASSES, BATCH), f32),) if groups > 1
+               # The groups' class sums, by step parity (read back by every group); flat:
+               # each CTA's partial logits, the groups' class sums, each group's logits
+               + ((jax.ShapeDtypeStruct((2, groups, CTAS, CLASSES, BATCH), f32),
+                   jax.ShapeDtypeStruct((2, CLASSES, groups, BATCH), f32),
+                   jax.ShapeDtypeStruct((2, groups, CLASSES, BATCH), f32)) if flat else
+                  (jax.ShapeDtypeStruct((2, groups, CLASSES, BATCH), f32),) if groups > 1
                   else ())
                # The clusters' pass sums of W0's tiles and of W1 and b1, by step parity and
                # exchange round
@@ -790,8 +890,9 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
                   if rowgroups > 1 else ()),
       # One cluster a network: the clusters share nothing, and those that do not fit on the
       # GPU at once (a 16-CTA cluster takes 16 SMs of one GPC) wait for a free one.
-      grid=(clusters,), grid_names=("member",), num_threads=warpgroups, thread_name="wg",
-      cluster=(CTAS,), cluster_names=("cta",),
+      **(dict(grid=(groups, CTAS), grid_names=("member", "cta")) if flat else
+         dict(grid=(clusters,), grid_names=("member",), cluster=(CTAS,), cluster_names=("cta",))),
+      num_threads=warpgroups, thread_name="wg",
       compiler_params=plgpu.CompilerParams(**params),
       **({"interpret": plgpu.InterpretGPUParams()} if interpret else {}),
       scratch_types=[
@@ -816,6 +917,8 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
           plgpu.Barrier(num_barriers=TILES),  # x's tiles, one barrier each
           # dz's parts written; the second's tiles new and its part of z in; the sums read
           plgpu.Barrier(), plgpu.Barrier(), plgpu.Barrier(),
+          # (flat: no cluster; a barrier of its own in the place, unused)
+          plgpu.Barrier(num_barriers=5) if flat else
           plgpu.ClusterBarrier(collective_axes=("cta",), num_barriers=5),
           # The partial logits by class, then (CTA k < 10) class k's logits
           plgpu.SMEM((CLASSES + 1, BATCH), f32),
@@ -942,9 +1045,10 @@ def join_groups(stacked):
 
 def _train_groups(params, xs, onehot, lr: float, precision: str, groups: int,
                   interpret: bool = False, profile_dir: str | None = None, passes: int = 1):
-  """``train_steps`` of a network of ``groups`` x 256 units: a cluster a group, one launch."""
+  """``train_steps`` of a network of ``groups`` x 256 units: a cluster a group, one launch
+  (more groups than the GPU holds clusters: without clusters, ``_flat``)."""
   call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir, groups=groups,
-               passes=passes)
+               passes=passes, flat=_flat(groups))
   stacked, losses, correct = _launch(call, split_groups(params, groups),
                                      jnp.zeros(groups, jnp.float32), xs[None], onehot[None],
                                      passes)

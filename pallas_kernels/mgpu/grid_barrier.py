@@ -30,6 +30,7 @@ from jax import lax
 # The most clusters of 16 CTAs an H100 SXM holds at once (each takes 16 SMs of one GPC): the
 # clusters of one network that meet at this barrier every step must all be resident.
 MAX_CLUSTERS = 7
+H100_SMS = 132
 
 
 def resident_clusters() -> int:
@@ -41,7 +42,17 @@ def resident_clusters() -> int:
   d = jax.devices()[0]
   if d.platform != "gpu":
     return MAX_CLUSTERS
-  return MAX_CLUSTERS if int(getattr(d, "core_count", 0) or 0) >= 132 else 1
+  return MAX_CLUSTERS if int(getattr(d, "core_count", 0) or 0) >= H100_SMS else 1
+
+
+def resident_ctas() -> int:
+  """The most CTAs of one launch without clusters that may meet here, at one a SM (as the
+  cluster kernels' shared memory makes them): the GPU's SM count; off the GPU an H100 SXM's
+  132 (so that the choices made from it are the same in the tests)."""
+  d = jax.devices()[0]
+  if d.platform != "gpu":
+    return H100_SMS
+  return int(getattr(d, "core_count", 0) or 0)
 
 
 def check_resident(clusters: int) -> None:
