@@ -604,14 +604,15 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     its group's logits. A slot by step parity is written again two steps later, after barriers
     that every reader passes only once done with it."""
     parts, sums, logits = group_sums
-    arrivals = groups * CTAS
 
-    def out(src, dst, barrier):  # src to global memory, then the barrier's arrival and wait
+    def send(src, dst):  # Shared src to global dst: done, not only read, before an arrival
       sync()  # Every thread's stores before the copy
       plgpu.commit_smem()
       plgpu.copy_smem_to_gmem(src, dst)
-      plgpu.wait_smem_to_gmem(0)  # Done, not only read: then the arrival
-      grid_barrier.barrier(counter.at[0], (3 * s + barrier) * arrivals)
+      plgpu.wait_smem_to_gmem(0)
+
+    def meet_all(k):  # The step's k-th grid barrier of every CTA, then copies may read
+      grid_barrier.barrier(counter.at[0], (3 * s + k) * groups * CTAS)
       grid_barrier.fence_for_copies()
 
     def read(src, dst):  # Global src into shared dst, every thread done with dst's old values
@@ -619,33 +620,27 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       plgpu.copy_gmem_to_smem(src, dst, tma.at[4])
       plgpu.barrier_wait(tma.at[4])
 
+    def add_up(n):  # The inbox's rows 0 .. n - 1, in order
+      return functools.reduce(jnp.add, [_load(inbox.at[i], by_row) for i in range(n)])
+
     with jax.named_scope("exchange_1"):
-      out(columns.at[pl.ds(0, CLASSES)], parts.at[parity, m, c], 1)
+      send(columns.at[pl.ds(0, CLASSES)], parts.at[parity, m, c])
+      meet_all(1)
 
     @pl.when(c < CLASSES)
-    def _():
+    def _():  # Class c's sum over the group's CTAs
       with jax.named_scope("sum_class"):
         read(parts.at[parity, m, :, c], inbox)
-        _store(columns.at[CLASSES],
-               functools.reduce(jnp.add, [_load(inbox.at[peer], by_row) for peer in range(CTAS)]))
-        sync()
-        plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(columns.at[CLASSES], sums.at[parity, c, m])
-        plgpu.wait_smem_to_gmem(0)
-    grid_barrier.barrier(counter.at[0], (3 * s + 2) * arrivals)
-    grid_barrier.fence_for_copies()
+        _store(columns.at[CLASSES], add_up(CTAS))
+        send(columns.at[CLASSES], sums.at[parity, c, m])
+    meet_all(2)
 
     @pl.when(c < CLASSES)
-    def _():
+    def _():  # Over the groups, and b1[c]
       read(sums.at[parity, c], inbox.at[pl.ds(0, groups)])
-      total = functools.reduce(jnp.add, [_load(inbox.at[g], by_row) for g in range(groups)])
-      _store(columns.at[CLASSES], total + entry(b1, c))
-      sync()
-      plgpu.commit_smem()
-      plgpu.copy_smem_to_gmem(columns.at[CLASSES], logits.at[parity, m, c])
-      plgpu.wait_smem_to_gmem(0)
-    grid_barrier.barrier(counter.at[0], (3 * s + 3) * arrivals)
-    grid_barrier.fence_for_copies()
+      _store(columns.at[CLASSES], add_up(groups) + entry(b1, c))
+      send(columns.at[CLASSES], logits.at[parity, m, c])
+    meet_all(3)
     with jax.named_scope("exchange_2"):
       read(logits.at[parity, m], logits_in.at[pl.ds(0, CLASSES)])
     with jax.named_scope("read_logits"):
