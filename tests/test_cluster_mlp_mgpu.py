@@ -89,6 +89,7 @@ def test_more_groups_than_clusters_lower_without_clusters(hidden):
 
 def test_flat_networks_take_batch_64_with_the_jax_checked_only(monkeypatch):
   net = dict(wide=True, bias=True, optimizer="sgd", dtype=jnp.float32)
+  monkeypatch.setattr(cluster_mlp_mgpu, "_jax_version", lambda: (0, 11))  # (every batch)
   why = cluster_mlp_mgpu.problem((784, 2048, 10), 128, **net)
   assert why == "it takes batch 64 at more than 1792 hidden units, not 128"
   monkeypatch.setattr(cluster_mlp_mgpu, "_jax_version", lambda: (0, 12))
