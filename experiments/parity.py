@@ -3,6 +3,9 @@ or each against exact arithmetic.
 
   python -m experiments.parity --impls=xla,pallas
   python -m experiments.parity --reference=float64 --seeds=0,1,2 --point="mlp hidden 1024"
+  python -m experiments.parity --reference=float64 --seeds=0,1,2 --epochs=1 --point=all \
+      --out_dir=/tmp/parity        # every grid point: PARITY.md and parity.json, point by point
+  python -m experiments.parity --merge=a/parity.json,b/parity.json --out_dir=/tmp/parity
 
 Free-running: each impl trains on its own from the same initial weights and batch order. Rounding
 differences (summation order) grow through training, the more so at a high learning rate, so
@@ -16,6 +19,11 @@ same start; at every epoch each impl of ``--impls`` starts from the float64 run'
 optimizer state and trains that epoch in its own precision. The check passes where, at every
 epoch and seed, the second impl's distance of its epoch loss from the float64 one is at most
 twice the first's, plus 1e-6 of the loss.
+
+Several grid points (``--point=a,b`` or ``all``, with ``--out_dir``): the float64 check at each,
+one process for all, the table (PARITY.md, parity.json) written again after each point, so that
+a run cut short keeps what it measured; ``--merge`` joins the tables of several runs (a later
+run's point replaces an earlier one's).
 
 XLA runs with ``--xla_gpu_deterministic_ops=true`` here (unless XLA_FLAGS already sets it):
 without it the xla reference took different float32 trajectories in different processes
@@ -32,11 +40,15 @@ if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):  # Before
 from absl import flags
 
 import dataclasses
+import json
+import pathlib
+import time
 
 import numpy as np
 
 from benchmarks import grid
 from experiments import config_flags
+from jaxshallow import files, paths
 from jaxshallow.run import cli, config, runner, trainers
 
 _IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Reference impl, then the one to check.")
@@ -46,10 +58,16 @@ _REFERENCE = flags.DEFINE_string("reference", "impl", "impl: the first of --impl
                                  "the NumPy reference in float64, epoch by epoch.")
 _SEEDS = flags.DEFINE_list("seeds", [], "--reference=float64: the seeds to check (default: "
                            "--seed).")
-_POINT = flags.DEFINE_string("point", None, "Train this point of the breadth grid "
-                             "(benchmarks.grid) instead of the flags' network (--epochs, "
-                             "--train_limit and --data_dir still apply).")
+_POINT = flags.DEFINE_list("point", None, "Train this point of the breadth grid "
+                           "(benchmarks.grid) instead of the flags' network (--epochs, "
+                           "--train_limit and --data_dir still apply); with "
+                           "--reference=float64 and --out_dir, several (comma-separated) or "
+                           "all.")
 _OUT = flags.DEFINE_string("out", None, "Write the comparison as JSON to this file.")
+_OUT_DIR = flags.DEFINE_string("out_dir", None, "Several points: write PARITY.md and "
+                               "parity.json here, again after each point.")
+_MERGE = flags.DEFINE_list("merge", [], "Train nothing: one PARITY.md and parity.json in "
+                           "--out_dir from these parity.json files (of --out_dir runs).")
 # The flags that still apply with --point (the rest are the point's).
 WITH_POINT = ("epochs", "seed", "train_limit", "test_limit", "data_dir", "fusion", "numpy_dtype")
 # The float64 check: the checked impl's distance from float64 at most RATIO times the
@@ -141,19 +159,28 @@ def float64_distances(cfgs, seeds, log=print) -> dict:
           "spread": spread, "passed": passed, **runner.device_info(cfgs[1].impl)}
 
 
-def configs() -> list[config.Config]:
-  """The two impls' configs, from the flags or from --point. --fusion picks among the Pallas
-  kernels: the other impl of the pair runs as it is."""
+def point_names() -> list[str] | None:
+  """The points of --point (``all``: every grid point), checked; None without --point."""
+  if _POINT.value is None:
+    return None
+  names = [p.name for p in grid.GRID] if _POINT.value == ["all"] else _POINT.value
+  try:
+    grid.points(names)
+  except ValueError as e:
+    raise config.ConfigError(str(e)) from None
+  return names
+
+
+def configs(name: str | None = None) -> list[config.Config]:
+  """The two impls' configs, from the flags or from the grid point ``name``. --fusion picks
+  among the Pallas kernels: the other impl of the pair runs as it is."""
   if len(_IMPLS.value) != 2:
     raise config.ConfigError(f"--impls takes two impls, got {','.join(_IMPLS.value)}")
   flagged = config_flags.config_from_flags()
   if "impl" in flagged.given:
     raise config.ConfigError("--impl does not apply to experiments.parity: give --impls")
-  if _POINT.value is not None:
-    try:
-      (point,) = grid.points([_POINT.value])
-    except ValueError as e:
-      raise config.ConfigError(str(e)) from None
+  if name is not None:
+    (point,) = grid.points([name])
     if extra := [n for n in flagged.given if n not in WITH_POINT]:
       raise config.ConfigError(f"--{extra[0]} does not apply with --point: the point sets the "
                                "network")
@@ -162,7 +189,7 @@ def configs() -> list[config.Config]:
   for impl in _IMPLS.value:
     given = tuple(n for n in flagged.given if own.get(n, impl) == impl)
     fusion = flagged.fusion if impl == "pallas" else None
-    if _POINT.value is not None:
+    if name is not None:
       keep = {n: getattr(flagged, n) for n in given}
       cfg = point.config(impl=impl, **dict(keep, fusion=fusion, given=given))
     else:
@@ -171,8 +198,74 @@ def configs() -> list[config.Config]:
   return cfgs
 
 
+def sweep(names, seeds, out_dir: pathlib.Path) -> bool:
+  """The float64 check at each point of ``names``, the table rewritten after each; whether
+  every point passed."""
+  points = []
+  for name in names:
+    print(f"== {name}", flush=True)
+    cfgs = configs(name)
+    r = float64_distances(cfgs, seeds or [cfgs[0].seed])
+    points.append(dict(point=name, path=paths.describe(paths.resolve(cfgs[1])),
+                       epochs=cfgs[0].epochs, seeds=sorted({row["seed"] for row in r["rows"]}),
+                       **r))
+    write_table(points, dict(date=time.strftime("%Y-%m-%d"), device=r["device"],
+                             jax=r["jax_version"], ref=r["ref"], new=r["new"],
+                             command="python -m experiments.parity " + " ".join(sys.argv[1:])),
+                out_dir)
+  return all(p["passed"] for p in points)
+
+
+def write_table(points, meta, out_dir: pathlib.Path) -> None:
+  """parity.json and PARITY.md: a row a point, its failing epochs named."""
+  runner.write_json({"meta": meta, "points": points}, out_dir / "parity.json")
+  lines = ["| point | pallas path | seeds | epochs | passed | failing (seed/epoch) | "
+           "largest distance from float64, xla / pallas | mean, xla / pallas |",
+           "|---|---|---|---|---|---|---|---|"]
+  for p in points:
+    fails = [f"{r['seed']}/{r['epoch']}" for r in p["rows"] if not r["ok"]]
+    d = p["spread"]
+    lines.append(f"| {p['point']} | {p['path']} | {','.join(map(str, p['seeds']))} | "
+                 f"{p['epochs']} | {'yes' if p['passed'] else '**no**'} | "
+                 f"{', '.join(fails) or '–'} | {d['d_ref']['max']:.2e} / {d['d_new']['max']:.2e} "
+                 f"| {d['d_ref']['mean']:.2e} / {d['d_new']['mean']:.2e} |")
+  passed = sum(p["passed"] for p in points)
+  text = (f"# Float64 parity, point by point\n\nGenerated by `{meta['command']}` on "
+          f"{meta['date']}: {meta['device']}, jax {meta['jax']}.\n\nEach epoch both impls start "
+          f"from the NumPy float64 run's state; a point passes where, at every epoch of its "
+          f"seeds, the {meta['new']} epoch loss is at most {RATIO:g}x as far from the float64 "
+          f"one as the {meta['ref']} one, plus {SLACK:g} of the loss.\n\n"
+          f"**{passed} of {len(points)} points passed.**\n\n" + "\n".join(lines) + "\n")
+  files.write_atomically(out_dir / "PARITY.md", text)
+
+
+def merge(paths_in, out_dir: pathlib.Path) -> None:
+  """One table from several runs' parity.json: a later file's point replaces an earlier one's."""
+  by_point, meta = {}, None
+  for f in paths_in:
+    try:
+      run = json.loads(pathlib.Path(f).read_text())
+    except (OSError, ValueError) as e:
+      raise config.ConfigError(f"cannot read {f}: {getattr(e, 'strerror', None) or e}") from None
+    if not (isinstance(run, dict) and {"meta", "points"} <= run.keys()):
+      raise config.ConfigError(f"{f} is not a parity.json of experiments.parity --out_dir")
+    if meta and (run["meta"]["device"], run["meta"]["jax"]) != (meta["device"], meta["jax"]):
+      raise config.ConfigError("the runs to merge come from different devices or jax versions")
+    meta = meta or run["meta"]
+    by_point.update({p["point"]: p for p in run["points"]})
+  order = [p.name for p in grid.GRID]
+  points = sorted(by_point.values(), key=lambda p: order.index(p["point"]))
+  write_table(points, dict(meta, command=f"python -m experiments.parity --merge=<{len(paths_in)} "
+                           f"runs>"), out_dir)
+
+
 def main(argv):
   del argv
+  if _MERGE.value:
+    if not _OUT_DIR.value:
+      raise config.ConfigError("--merge writes its table to --out_dir: give it")
+    cli.writable(pathlib.Path(_OUT_DIR.value) / "parity.json", "--out_dir")
+    return merge(_MERGE.value, pathlib.Path(_OUT_DIR.value))
   if _REFERENCE.value not in ("impl", "float64"):
     raise config.ConfigError(f"--reference must be impl or float64, got {_REFERENCE.value!r}")
   cli.positive("tolerance", _TOL.value)
@@ -187,11 +280,23 @@ def main(argv):
   seeds = cli.ints("seeds", _SEEDS.value, low=0) if _SEEDS.value else None
   if why := next(filter(None, (config.seed_problem("--seeds", s) for s in seeds or ())), None):
     raise config.ConfigError(why)
-  cfgs = configs()
+  names = point_names()
+  if _OUT_DIR.value is None and names and len(names) > 1:
+    raise config.ConfigError("several points write their table to --out_dir: give it")
+  if _OUT_DIR.value is not None and _REFERENCE.value != "float64":
+    raise config.ConfigError("--out_dir (several points) takes --reference=float64")
+  if _OUT_DIR.value is not None and names is None:
+    raise config.ConfigError("--out_dir writes a table of grid points: give --point")
+  if _OUT_DIR.value is not None and _OUT.value:
+    raise config.ConfigError("--out is one comparison's file: with --out_dir, leave it out")
+  cfgs = configs(names[0] if names else None)
   if _REFERENCE.value == "float64" and any(c.impl == "numpy" for c in cfgs):
     raise config.ConfigError("--reference=float64 compares impls that train in float32 (xla, "
                              "pallas, triton) with NumPy's float64 run: leave numpy out of --impls")
   cli.writable(_OUT.value)
+  if _OUT_DIR.value is not None:
+    cli.writable(pathlib.Path(_OUT_DIR.value) / "parity.json", "--out_dir")
+    sys.exit(0 if sweep(names, seeds, pathlib.Path(_OUT_DIR.value)) else 1)
   if _REFERENCE.value == "float64":
     result = float64_distances(cfgs, seeds or [cfgs[0].seed])
   else:

@@ -126,6 +126,32 @@ def test_parity_against_float64_at_a_grid_point(real_data_dir, tmp_path):
   assert all(0 <= row["d_new"] <= 2 * row["d_ref"] + 1e-6 * row["float64"] for row in r["rows"])
 
 
+def test_parity_of_several_points_writes_a_table_and_merges(tmp_path):
+  """--point=a,b --out_dir: the float64 check at each (the regression net's synthetic data),
+  PARITY.md and parity.json written after each point; --merge joins two runs' tables, the later
+  run's point replacing the earlier one's, in the grid's order."""
+  common = ["--reference=float64", "--seeds=0", "--epochs=1"]
+  p = run_cli(*common, "--point=regression medium,regression small",
+              f"--out_dir={tmp_path}/a", script="experiments.parity")
+  assert p.returncode == 0, p.stdout + p.stderr
+  a = json.loads((tmp_path / "a" / "parity.json").read_text())
+  assert [q["point"] for q in a["points"]] == ["regression medium", "regression small"]
+  assert all(q["passed"] and q["seeds"] == [0] and q["epochs"] == 1 for q in a["points"])
+  assert "2 of 2 points passed" in (tmp_path / "a" / "PARITY.md").read_text()
+  p = run_cli(*common, "--point=regression small", f"--out_dir={tmp_path}/b",
+              script="experiments.parity")
+  assert p.returncode == 0, p.stdout + p.stderr
+  p = run_cli(f"--merge={tmp_path}/a/parity.json,{tmp_path}/b/parity.json",
+              f"--out_dir={tmp_path}/m", script="experiments.parity")
+  assert p.returncode == 0, p.stdout + p.stderr
+  m = json.loads((tmp_path / "m" / "parity.json").read_text())
+  b = json.loads((tmp_path / "b" / "parity.json").read_text())
+  assert [q["point"] for q in m["points"]] == ["regression small", "regression medium"]
+  assert m["points"][0] == b["points"][0]
+  table = (tmp_path / "m" / "PARITY.md").read_text()
+  assert table.count("| regression ") == 2 and "--merge=<2 runs>" in table
+
+
 def test_parity_refuses_an_unknown_point():
   p = run_cli("--reference=float64", "--point=nope", script="experiments.parity")
   assert p.returncode != 0 and "unknown grid points 'nope'" in p.stderr
