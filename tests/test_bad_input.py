@@ -184,6 +184,10 @@ CASES = [
     ("probes.cluster_exchange", ["--steps=3"], None),
     ("probes.cluster_regression", ["--hidden=100"], None),
     ("probes.warpgroup_costs", ["--repeats=0"], None),
+    ("probes.same_module", ["--kernel=nope", "--save={out}/a"], "unknown"),
+    ("probes.same_module", [], "give one of --save"),
+    ("probes.same_module", ["--compare={out}/none.txt"], "no such file"),
+    ("probes.same_module", ["--batch=100", "--save={out}/a"], "--batch must be 64 P rows"),
 ]
 ABSL = ("FATAL Flags parsing error", "Pass --helpshort or --helpfull")
 
