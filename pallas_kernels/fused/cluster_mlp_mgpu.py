@@ -242,8 +242,10 @@ def _most_groups() -> int:
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
             wide: bool = False) -> str | None:
   """Why this kernel cannot train the network (one line), or None if it can. ``wide`` (a single
-  network): any hidden width up to ``grid_barrier.resident_clusters()`` clusters of 256 units
-  (``pad_hidden``) and any batch of ``BATCHES``; else (a population's member) 256 and 64."""
+  network): any hidden width up to ``_most_groups()`` groups of 256 units (``pad_hidden``;
+  beyond ``grid_barrier.resident_clusters()`` without clusters, at batch 64 and with the jax
+  versions of ``FLAT_CHECKED``) and any batch of ``BATCHES``; else (a population's member) 256
+  and 64."""
   hidden = tuple(widths)[1] if len(widths) == 3 else 0
   most = HIDDEN * (_most_groups() if wide else 1)
   if tuple(widths) != (INPUTS, hidden, CLASSES) or not (1 <= hidden <= most if wide
@@ -256,10 +258,11 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
     return f"it takes batch {' or '.join(map(str, batches))}, not {batch}"
   if batch > 256 and hidden > HIDDEN:
     return f"it takes batch {batch} at up to {HIDDEN} hidden units, not {hidden}"
-  if _flat(_groups(hidden)) and batch > BATCH:
+  flat = _flat(_groups(hidden))
+  if flat and batch > BATCH:
     return (f"it takes batch {BATCH} at more than "
             f"{HIDDEN * grid_barrier.resident_clusters()} hidden units, not {batch}")
-  if _flat(_groups(hidden)) and _jax_version() not in FLAT_CHECKED:
+  if flat and _jax_version() not in FLAT_CHECKED:
     return (f"it takes more than {HIDDEN * grid_barrier.resident_clusters()} hidden units with "
             f"jax {' or '.join('.'.join(map(str, v)) for v in FLAT_CHECKED)} (checked on a GPU),"
             f" not {jax.__version__}")
@@ -827,9 +830,6 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   if flat and (groups < 2 or passes > 1 or members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups without clusters: one pass a step, alone, "
                      "compiled (Mosaic GPU's interpreter cannot run the grid barrier)")
-  if flat and groups * CTAS > grid_barrier.resident_ctas():
-    raise ValueError(f"{groups * CTAS} CTAs are more than the {grid_barrier.resident_ctas()} "
-                     "this GPU holds at once")
   if rowgroups > 1 and (rowgroups not in (2, 4) or groups > 1 or members > 1 or interpret
                         or profile_dir or passes % rowgroups):
     raise ValueError("a step's passes split between clusters: two or four clusters of one "
@@ -838,7 +838,9 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   if groups > 1 and (members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups trains alone, compiled (Mosaic GPU's "
                      "interpreter cannot run the grid barrier)")
-  if not flat:
+  if flat:
+    grid_barrier.check_resident_ctas(groups * CTAS)
+  else:
     grid_barrier.check_resident(max(groups, rowgroups))
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not

@@ -39,10 +39,7 @@ def resident_clusters() -> int:
   made from it are the same in the tests), else one (a GPU with fewer SMs may hold fewer
   clusters of 16, and the barrier would never open). A rule of thumb from the SM count, not
   CUDA's occupancy query (cudaOccupancyMaxActiveClusters), which jax does not expose."""
-  d = jax.devices()[0]
-  if d.platform != "gpu":
-    return MAX_CLUSTERS
-  return MAX_CLUSTERS if int(getattr(d, "core_count", 0) or 0) >= H100_SMS else 1
+  return MAX_CLUSTERS if resident_ctas() >= H100_SMS else 1
 
 
 def resident_ctas() -> int:
@@ -61,6 +58,13 @@ def check_resident(clusters: int) -> None:
   if clusters > (resident := resident_clusters()):
     raise ValueError(f"{clusters} clusters of 16 CTAs are more than the {resident} this GPU "
                      "holds at once")
+
+
+def check_resident_ctas(ctas: int) -> None:
+  """ValueError where ``ctas`` CTAs of one a SM, without clusters, would not all be resident at
+  once (``check_resident``'s twin for launches without clusters)."""
+  if ctas > (resident := resident_ctas()):
+    raise ValueError(f"{ctas} CTAs are more than the {resident} this GPU holds at once")
 
 
 def barrier(counter, arrivals) -> None:
