@@ -64,8 +64,10 @@ def default_fusion(model: str) -> str:
 OPS_FASTER_ABOVE = 3.5e5
 # Where the breadth grid (benchmarks.grid, --alternatives) measured another path faster than
 # the rule above: (widths, batch size, optimizer, precision) -> fusion; "xla" where every
-# Pallas path trained slower than xla (docs/bench/current); "cluster": the epoch path where a
-# cluster kernel takes the network (Hopper), else xla.
+# Pallas path trained slower than xla (docs/bench/current); "mosaic": the epoch path where a
+# Mosaic GPU epoch kernel (a cluster kernel, or the phase kernel) takes the network (Hopper),
+# else xla.
+MOSAIC_KERNELS = ("cluster_mlp", "cluster_epoch", "grid_regression")
 MEASURED = {
     # The epoch kernels over the work rule's limit: on Hopper 784-1024-10 takes the cluster
     # kernel (4 clusters, 3.96x; the rule judges only the grid kernel), elsewhere the grid
@@ -77,8 +79,10 @@ MEASURED = {
     # 784-2048-10: the cluster kernel without clusters on Hopper (8 groups of 256 units, more
     # than an H100 holds clusters; cluster_mlp_mgpu._flat), elsewhere xla (the op kernels
     # 0.85x, the grid kernel 0.55x, 2026-11-26).
-    ((784, 2048, 10), 64, "sgd", "float32"): "cluster",
-    ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "xla",  # epoch 0.70x, ops 0.42x
+    ((784, 2048, 10), 64, "sgd", "float32"): "mosaic",
+    # 32-256-256-1: the phase kernel on Hopper (grid_regression_mgpu), 1.65x on an H200
+    # (2026-11-28); elsewhere xla (the grid kernel 0.70x, the op kernels 0.42x, 2026-11-26).
+    ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "mosaic",
     ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "xla",  # ops 0.37x, epoch 0.20x
 }
 
@@ -110,8 +114,8 @@ def single(cfg) -> Path:
   if cfg.fusion in ("ops", "xla"):
     return Path(cfg.fusion, "")
   measured = MEASURED.get((widths(cfg), cfg.batch_size, cfg.optimizer, cfg.precision))
-  if measured == "cluster":  # The epoch path where a cluster kernel takes it, else xla
-    measured = "epoch" if _epoch_kernel_of(cfg).startswith("cluster") else "xla"
+  if measured == "mosaic":  # The epoch path where a Mosaic GPU kernel takes it, else xla
+    measured = "epoch" if _epoch_kernel_of(cfg) in MOSAIC_KERNELS else "xla"
   if cfg.fusion is None and measured == "xla" and cfg.blocks is None:
     why = "every Pallas path trained this network slower than xla (docs/bench/current)"
     log.warning("training with XLA's own fusions (--fusion=xla): %s; --fusion=ops or epoch "
@@ -162,8 +166,9 @@ def describe(cfg) -> str:
   if cfg.impl != "pallas":
     return cfg.impl
   if cfg.fusion == "epoch":
-    return {"grid": "epoch kernel (grid)", "logreg": "epoch kernel (one CTA)"}.get(
-        _epoch_kernel_of(cfg), "cluster kernel")
+    return {"grid": "epoch kernel (grid)", "logreg": "epoch kernel (one CTA)",
+            "grid_regression": "phase kernel (64 CTAs)"}.get(_epoch_kernel_of(cfg),
+                                                             "cluster kernel")
   return {"step": "step kernels", "ops": "op kernels",
           "xla": "xla (no Pallas kernel faster)"}[cfg.fusion]
 
@@ -171,11 +176,13 @@ def describe(cfg) -> str:
 def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
                  precision: str, dtype) -> str:
   """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (thread-block
-  clusters, Hopper only) or "logreg" (softmax regression in one CTA, Hopper only) where one
-  takes it, else "grid" (``mlp_epoch``). The regression nets' cluster kernel only in float32: at
+  clusters, Hopper only), "grid_regression" (the regression net 32-256-256-1 over 64 CTAs,
+  Hopper only) or "logreg" (softmax regression in one CTA, Hopper only) where one takes it,
+  else "grid" (``mlp_epoch``). The regression nets' cluster kernel only in float32: at
   tf32 and bfloat16 the grid kernel was as fast. The MLP's at every precision, with a jax whose
   Mosaic GPU compiles it."""
-  from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu, logreg_mgpu
+  from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, grid_regression_mgpu,
+                                    logreg_mgpu)
   from pallas_kernels.ops import dense_mgpu
   if not dense_mgpu.on_hopper():
     return "grid"
@@ -183,6 +190,9 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
   if (head == "mse" and precision == "float32"
       and cluster_epoch_mgpu.problem(widths, batch_size, **net) is None):
     return "cluster_epoch"
+  if (head == "mse" and precision == "float32"
+      and grid_regression_mgpu.problem(widths, batch_size, **net) is None):
+    return "grid_regression"
   if (head == "xent" and cluster_mlp_mgpu.lowers() is None
       and cluster_mlp_mgpu.problem(widths, batch_size, wide=True, **net) is None):
     return "cluster_mlp"

@@ -179,7 +179,7 @@ def test_the_work_rule_is_the_grid_kernels(monkeypatch, caplog):
 
 
 def test_784_2048_10_takes_the_cluster_kernel_on_hopper_only(monkeypatch):
-  """Its measured choice ("cluster"): on Hopper the epoch path (the cluster kernel without
+  """Its measured choice ("mosaic"): on Hopper the epoch path (the cluster kernel without
   clusters), elsewhere xla's step (every Pallas path there slower)."""
   assert pick(model="mlp", hidden=(2048,)) == "xla"
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
@@ -187,3 +187,16 @@ def test_784_2048_10_takes_the_cluster_kernel_on_hopper_only(monkeypatch):
   assert pick(model="mlp", hidden=(2048,)) == "epoch"
   monkeypatch.setattr(cluster_mlp_mgpu, "_jax_version", lambda: (0, 10))  # Not checked there
   assert pick(model="mlp", hidden=(2048,)) == "xla"
+
+
+def test_32_256_256_1_takes_the_phase_kernel_on_hopper_only(monkeypatch):
+  """Its measured choice ("mosaic"): on Hopper the epoch path (the phase kernel,
+  grid_regression_mgpu), elsewhere xla's step (the grid kernel and the op kernels slower)."""
+  net = dict(model="regression", dataset="large", hidden=(256, 256))
+  assert pick(**net) == "xla"
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  assert pick(**net) == "epoch"
+  mse = dict(head="mse", bias=False, optimizer="sgd", dtype=jnp.float32)
+  assert paths.epoch_kernel((32, 256, 256, 1), 256, precision="float32", **mse) == (
+      "grid_regression")
+  assert paths.epoch_kernel((32, 256, 256, 1), 256, precision="tf32", **mse) == "grid"

@@ -1,0 +1,82 @@
+"""The regression net 32-256-256-1's phase kernel (``pallas_kernels.fused.grid_regression_mgpu``,
+Pallas Mosaic GPU, Hopper) timed per step, with Mosaic GPU's per-phase profile.
+
+  python -m probes.grid_regression              # us a step
+  python -m probes.grid_regression --profile    # and each phase's median, over the 64 CTAs
+
+The cost of a step is the difference between launches of ``--steps`` and 100 steps over the
+difference in steps (median of ``--repeats`` each), so the launch drops out. Its numbers are
+checked by ``experiments.check_kernels --only=grid_regression``.
+"""
+
+import os
+import statistics
+
+import numpy as np
+from absl import flags
+
+from jaxshallow import synthetic
+from jaxshallow.reference import numpy_mlp
+from jaxshallow.run import cli
+from jaxshallow.run.config import ConfigError
+from pallas_kernels.fused import grid_regression_mgpu as kernel
+from probes import hopper
+from probes.cluster_regression import phase_times
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("steps", 1_100, "Steps of the long launch (the short has 100).")
+flags.DEFINE_integer("repeats", 9, "Timed launches of each (median).")
+flags.DEFINE_float("lr", 0.002, "SGD learning rate (the study's).")
+flags.DEFINE_bool("profile", False, "Also time each phase with Mosaic GPU's profiler.")
+flags.DEFINE_string("profile_dir", "/tmp/grid_regression", "Where the profiler writes traces.")
+
+SHORT = 100
+
+
+def problem(seed: int, steps: int):
+  rng = np.random.default_rng(seed)
+  x, y = synthetic.make_regression(steps * kernel.BATCH, rng, kernel.INPUTS)
+  w0, w1, w2 = (layer["w"] for layer in numpy_mlp.init_mlp(
+      rng, (kernel.INPUTS, kernel.HIDDEN, kernel.HIDDEN, 1)))
+  return (w0, w1, w2[:, 0], x.reshape(steps, kernel.BATCH, kernel.INPUTS),
+          y.reshape(steps, kernel.BATCH))
+
+
+def main(argv):
+  del argv
+  import jax
+  import jax.numpy as jnp
+  if FLAGS.steps <= SHORT:
+    raise ConfigError(f"--steps must be above {SHORT}, got {FLAGS.steps}")
+  cli.at_least("repeats", FLAGS.repeats, 1)
+  d = hopper.require_hopper("grid_regression")
+  fn = jax.jit(lambda *a: kernel.train_steps(*a, FLAGS.lr))
+
+  def launch(steps):
+    args = [jnp.asarray(a) for a in problem(1, steps)]
+    return lambda: fn(*args)
+  us = hopper.us_per_step(launch(SHORT), launch(FLAGS.steps), SHORT, FLAGS.steps, FLAGS.repeats)
+  print(f"device {d.device_kind}; jax {jax.__version__}; 32-256-256-1 batch 256, "
+        f"{kernel.CTAS} CTAs: {us:.2f} us a step", flush=True)
+  if FLAGS.profile:
+    steps = 8  # The profiler's buffer shares shared memory with the kernel's.
+    args = [jnp.asarray(a) for a in problem(1, steps)]
+    prof = jax.jit(lambda *a: kernel.train_steps(*a, FLAGS.lr, profile_dir=FLAGS.profile_dir))
+    os.makedirs(FLAGS.profile_dir, exist_ok=True)
+    jax.block_until_ready(prof(*args))
+    jax.block_until_ready(prof(*args))  # The second run's trace.
+    times = phase_times(FLAGS.profile_dir)
+    ctas = sorted({cta for cta, _ in times})
+    print(f"{steps} steps under the profiler: us a step (median over steps), the median and "
+          f"the largest over {len(ctas)} CTAs (the profiler's own cost included)")
+    total = 0.0
+    for name in kernel.PHASES:
+      v = [times[(c, name)] for c in ctas if (c, name) in times]
+      if v:
+        total += statistics.median(v)
+        print(f"  {name:12s} {statistics.median(v):7.3f} {max(v):7.3f}")
+    print(f"  {'sum':12s} {total:7.3f}", flush=True)
+
+
+if __name__ == "__main__":
+  cli.run(main)
