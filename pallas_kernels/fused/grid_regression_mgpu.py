@@ -61,6 +61,10 @@ QUARTERS = BATCH // ROWS  # r
 UNITS = 16  # A CTA's units of each hidden layer
 SLICES = HIDDEN // UNITS  # u
 CTAS = QUARTERS * SLICES
+# The jax versions it was checked with on a GPU against float64 (check_kernels
+# --only=grid_regression, H200, 2026-11-28: 0.11.2 and 0.12.0.1); with others (jax 0.10, whose
+# Mosaic GPU lowers no concatenate in Lane semantics) the trainer keeps xla's path.
+CHECKED = ((0, 11), (0, 12))
 # Operands B hold their three bfloat16 parts side by side, and a block of zeros: 64 bfloat16,
 # 128 bytes a row, so that every operand takes the 128-byte swizzle (wgmma asks one swizzle of
 # both operands; the copies move rows of 128 bytes, not 32).
@@ -83,6 +87,8 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
     return f"it runs plain SGD, not {optimizer}"
   if jnp.dtype(dtype) != jnp.float32:
     return f"it computes in float32, not {jnp.dtype(dtype).name}"
+  if (version := tuple(int(v) for v in jax.__version__.split(".")[:2])) not in CHECKED:
+    return f"it was not checked on a GPU with jax {version[0]}.{version[1]}"
   if grid_barrier.resident_ctas() < CTAS:
     return f"its {CTAS} CTAs must all be resident at once, more than this GPU's SMs"
   return None
