@@ -10,8 +10,9 @@ picks, among the paths that can, the one to take, and says why in one line. The 
   epoch     the MLP family's whole epoch in one launch (``jaxshallow.fused.epoch``): on a Hopper
             GPU thread-block clusters where a cluster kernel takes the network
             (``cluster_mlp_mgpu``: a cluster per 256 hidden units, up to 7;
-            ``cluster_epoch_mgpu``) or one CTA (``logreg_mgpu``: softmax regression), else a
-            grid of programs meeting at grid barriers (``mlp_epoch``)
+            ``cluster_epoch_mgpu``), a phase kernel (``grid_regression_mgpu``: 32-256-256-1)
+            or one CTA (``logreg_mgpu``: softmax regression), else a grid of programs meeting
+            at grid barriers (``mlp_epoch``)
   xla       no Pallas kernel: the xla impl's step, where every Pallas path measured slower
             than XLA on this network (``MEASURED``), so that the default is never slower
 

@@ -25,7 +25,8 @@ from absl import flags
 from jaxshallow.run import cli
 from jaxshallow.run.config import ConfigError
 
-_KERNEL = flags.DEFINE_string("kernel", "cluster_mlp", "cluster_mlp, cluster_epoch or logreg.")
+_KERNEL = flags.DEFINE_string("kernel", "cluster_mlp",
+                              "cluster_mlp, cluster_epoch, grid_regression or logreg.")
 _HIDDEN = flags.DEFINE_integer("hidden", 256, "Hidden units (cluster_mlp, cluster_epoch).")
 _BATCH = flags.DEFINE_integer("batch", 64, "cluster_mlp: rows a step (64 P: P passes).")
 _PRECISION = flags.DEFINE_string("precision", "float32", "float32, tf32 or bfloat16 "
@@ -34,7 +35,7 @@ _STEPS = flags.DEFINE_integer("steps", 2, "Steps of the lowered launch.")
 _SAVE = flags.DEFINE_string("save", None, "Write the modules' text to this file.")
 _COMPARE = flags.DEFINE_string("compare", None, "Compare the modules with this --save file.")
 
-KERNELS = ("cluster_mlp", "cluster_epoch", "logreg")
+KERNELS = ("cluster_mlp", "cluster_epoch", "grid_regression", "logreg")
 
 
 def _spec(*shape, dtype=jnp.float32):
@@ -58,6 +59,11 @@ def lowered(kernel: str, hidden: int, batch: int, precision: str, steps: int):
     fn = functools.partial(m.train_steps, lr=0.01)
     args = (_spec(m.INPUTS, hidden), _spec(hidden), _spec(steps, m.BATCH, m.INPUTS),
             _spec(steps, m.BATCH))
+  elif kernel == "grid_regression":
+    from pallas_kernels.fused import grid_regression_mgpu as m
+    fn = functools.partial(m.train_steps, lr=0.002)
+    args = (_spec(m.INPUTS, m.HIDDEN), _spec(m.HIDDEN, m.HIDDEN), _spec(m.HIDDEN),
+            _spec(steps, m.BATCH, m.INPUTS), _spec(steps, m.BATCH))
   else:
     from pallas_kernels.fused import logreg_mgpu as m
     fn = functools.partial(m.train_steps, lr=0.1, precision=precision)

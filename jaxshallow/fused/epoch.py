@@ -9,7 +9,9 @@ for H up to 256 at 512, with the jax versions of ``cluster_mlp_mgpu.checked_batc
 and 0.12 all of them), plain SGD, a cluster per 256 hidden units, at batch 256 and 512 a network
 of up to 256 units in four clusters of the same units where ``rowgroups_for`` gives four);
 ``cluster_epoch_mgpu``: the regression net 32-H-1 at
-batch 256, plain SGD, float32, up to 512 units in one cluster, 1024 in two), and one CTA for
+batch 256, plain SGD, float32, up to 512 units in one cluster, 1024 in two), a phase kernel
+for the regression net 32-256-256-1 (``grid_regression_mgpu``: 64 CTAs meeting at grid
+barriers; jax 0.11 and 0.12), and one CTA for
 softmax regression (``logreg_mgpu``: batch 64, plain SGD). On a GPU
 the grid kernel runs compiled, one launch a call (``run``: an epoch; ``run_epochs``: several,
 one after another); elsewhere the same phase code runs in interpret mode, one call per phase

@@ -11,27 +11,29 @@ the same sums) and a quarter of W1[:, u], rows 64r .. 64r + 63. A step, its phas
 grid barriers (``grid_barrier``), every exchange a TMA copy through global memory (L2):
 
   A  z1 = x[r] W0[:, u]; h1 = relu(z1)'s three bfloat16 parts out
-  B  h1[r, :]'s parts in (96 KB) and W1[:, u]'s (24 KB); z2 = h1[r] W1[:, u]; the partial
-     outputs relu(z2) w2[u] (summed over the CTA's 16 units) out
+  B  h1[r, :]'s parts in (96 KB; W1[:, u]'s, 32 KB, fetched as A starts); z2 = h1[r] W1[:, u];
+     the partial outputs relu(z2) w2[u] (summed over the CTA's 16 units) out
   C  the 16 partial outputs of its rows in, added in u order: the outputs, dL/dout;
      dz2 = [z2 > 0] dL/dout w2[u], its parts out; the part of dW1[:, u] over its rows,
      h1[r]^T dz2, out; the part of dw2[u], likewise
-  D  dz2[r, :]'s parts in and W1[u, :]'s (W1's rows that feed its units of h1):
+  D  dz2[r, :]'s parts in (W1[u, :]'s, W1's rows that feed its units of h1, fetched as C starts):
      dh1 = dz2[r] W1[u, :]^T, dz1 = [z1 > 0] dh1, the part of dW0[:, u] over its rows,
      x[r]^T dz1, out; the four row quarters' dW1 parts of its quarter in, added in r order:
      its quarter of W1 updated, its parts out (for the next step's B and D, by step parity);
      w2[u] updated
   E  the four dW0 parts in, added in r order, W0[:, u] updated; then the next step's A
 
-Four grid barriers a step. The step's floor without its products, measured with
-``probes.phase_stream`` (its volumes, rounded up): about 8 us on an H200 against xla's 27 us
-a step (docs/log/2026-11-28_deep-regression-grid-kernel.md).
+Four grid barriers a step. On an H200 (jax 0.11.2) a step takes 16.5 us against xla's 28; its
+copies and barriers alone (``probes.phase_stream`` with its volumes) 8.0 us
+(docs/log/2026-11-28_deep-regression-phase-kernel.md). ``PHASES`` names its parts for Mosaic
+GPU's profiler (``probes.grid_regression --profile``).
 
 Products keep float32's accuracy: each operand in three bfloat16 parts (exact: 8 + 8 + 8 bits
-of float32's 24, ``dense_mgpu.split3``), the six products whose parts weigh at least 2^-16 of
-the first, smallest first. Exchanged activations and gradients travel as their parts, so the
-reader needs no split. x comes split (and padded to 64 inputs with zeros: the transposed
-product x^T dz1 takes x's inputs as wgmma's M) by XLA before the launch. Sums over CTAs run in
+of float32's 24, ``dense_mgpu.split3``), all nine products of parts, the smallest first: B's
+three parts side by side (and a block of zeros, ``WIDE``), one wgmma a part of A. Exchanged
+activations and gradients travel as their parts, so the reader needs no split. x comes split
+(and padded to 64 inputs with zeros: the transposed product x^T dz1 takes x's inputs as wgmma's
+M) by XLA before the launch. Sums over CTAs run in
 fixed orders, nothing uses atomics for floats: every run gives the same bits.
 
 GPU only: Mosaic GPU's interpreter cannot run the global semaphore; the CPU tests lower it and
@@ -71,7 +73,7 @@ CHECKED = ((0, 11), (0, 12))
 WIDE = 4 * UNITS
 PHASES = ("a_product", "a_send", "barrier_1", "b_fetch", "b_product", "b_outputs", "b_send",
           "barrier_2", "c_fetch", "c_outputs", "c_product", "c_send", "barrier_3", "d_fetch",
-          "d_products", "d_dw0", "d_send", "barrier_4", "e_update")  # Named scopes, for the profiler
+          "d_products", "d_dw0", "d_send", "barrier_4", "e_update")  # For the profiler
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -342,7 +344,8 @@ def _call(steps: int, lr: float, profile_dir: str | None = None):
                 # dz2's parts, the dW1 and dw2 parts, the dW0 parts, W1's parts by parity.
                 shape((3, QUARTERS, ROWS, HIDDEN), bf16), shape((QUARTERS, SLICES, ROWS), f32),
                 shape((3, QUARTERS, ROWS, HIDDEN), bf16),
-                shape((QUARTERS, SLICES, HIDDEN, UNITS), f32), shape((QUARTERS, SLICES, UNITS), f32),
+                shape((QUARTERS, SLICES, HIDDEN, UNITS), f32),
+                shape((QUARTERS, SLICES, UNITS), f32),
                 shape((QUARTERS, SLICES, PADDED, UNITS), f32),
                 # W1's parts by parity, twice: as D reads them (rows), as B does (a slice u's
                 # three side by side, contiguous: not 32-byte pieces of rows).
