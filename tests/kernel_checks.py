@@ -29,6 +29,22 @@ def clear_of_relu_kink(dy, z64, margin=1e-4):
   return np.where(np.abs(z64) < margin, 0.0, dy).astype(np.float32)
 
 
+def float64_steps(params, x, y, order, lr, steps, batch, model):
+  """``steps`` plain-SGD steps of the project's train_step in float64 on ``order``'s batches:
+  (each step's loss, the final params)."""
+  from jaxshallow import train
+  with jax.enable_x64(True):
+    p = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
+    tx = train.make_optimizer("sgd", lr)
+    state, losses = tx.init(p), []
+    for s in range(steps):
+      idx = order[s * batch:(s + 1) * batch]
+      p, state, m = train.train_step(p, state, (jnp.float64(x[idx]), jnp.float64(y[idx])),
+                                     tx=tx, model=model)
+      losses.append(float(m["loss"]))
+    return losses, p
+
+
 def reference_vjp(fn, args, cotangent):
   """Value and input gradients of ``fn`` in float64."""
   with jax.enable_x64(True):

@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow import mlp, models, synthetic, train
+from jaxshallow import mlp, models, synthetic
 from pallas_kernels.fused import grid_regression_mgpu
+from kernel_checks import float64_steps
 
 WIDTHS = (32, 256, 256, 1)
 
@@ -46,13 +47,7 @@ def test_twin_follows_train_step_in_float64():
     p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
     got, losses = grid_regression_mgpu.train_epoch(p64, jnp.float64(x), jnp.float64(y), order,
                                                    0.002, steps=4, use_kernel=False)
-    tx = train.make_optimizer("sgd", 0.002)
-    p, state, want = p64, tx.init(p64), []
-    for s in range(4):
-      idx = order[s * 256:(s + 1) * 256]
-      p, state, m = train.train_step(p, state, (jnp.float64(x[idx]), jnp.float64(y[idx])),
-                                     tx=tx, model=models.REGRESSION)
-      want.append(float(m["loss"]))
+    want, p = float64_steps(p64, x, y, order, 0.002, 4, 256, models.REGRESSION)
     np.testing.assert_allclose(np.asarray(losses), want, rtol=1e-10)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(p)):
       np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-13)

@@ -88,15 +88,7 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
              else "")
     return (f"its hidden width must be a multiple of {UNITS} up to {CLUSTER_UNITS} (two CTAs a "
             f"{UNITS} units, at most {MAX_CTAS} in a cluster){wider}, not {hidden}")
-  if batch != BATCH:
-    return f"it takes batch {BATCH}, not {batch}"
-  if bias:
-    return "it has no biases"
-  if optimizer != "sgd":
-    return f"it runs plain SGD, not {optimizer}"
-  if jnp.dtype(dtype) != jnp.float32:
-    return f"it computes in float32, not {jnp.dtype(dtype).name}"
-  return None
+  return common.plain_sgd_problem(batch, BATCH, bias=bias, optimizer=optimizer, dtype=dtype)
 
 
 def _kernel(w0t_in, w1_in, xh_in, xl_in, xf_in, y_in,  # inputs (global memory)

@@ -81,14 +81,8 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
   want = (INPUTS, HIDDEN, HIDDEN, 1)
   if tuple(widths) != want:
     return f"it trains {'-'.join(map(str, want))}, not {'-'.join(map(str, widths))}"
-  if batch != BATCH:
-    return f"it takes batch {BATCH}, not {batch}"
-  if bias:
-    return "it has no biases"
-  if optimizer != "sgd":
-    return f"it runs plain SGD, not {optimizer}"
-  if jnp.dtype(dtype) != jnp.float32:
-    return f"it computes in float32, not {jnp.dtype(dtype).name}"
+  if why := common.plain_sgd_problem(batch, BATCH, bias=bias, optimizer=optimizer, dtype=dtype):
+    return why
   if (version := tuple(int(v) for v in jax.__version__.split(".")[:2])) not in CHECKED:
     return f"it was not checked on a GPU with jax {version[0]}.{version[1]}"
   if grid_barrier.resident_ctas() < CTAS:
