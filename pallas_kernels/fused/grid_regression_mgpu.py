@@ -71,6 +71,11 @@ CHECKED = ((0, 11), (0, 12))
 # 128 bytes a row, so that every operand takes the 128-byte swizzle (wgmma asks one swizzle of
 # both operands; the copies move rows of 128 bytes, not 32).
 WIDE = 4 * UNITS
+# The TMA loads' mbarriers, one a copy in flight, by what they load: x's parts and y (4);
+# h1[r, :]'s parts and W1[:, u]'s (4); the partial outputs (1); W1[u, :]'s parts, then dz2[r, :]'s,
+# the dW1 and the dw2 parts (3 + 8); the dW0 parts (4); the first weights (3).
+MB_X, MB_Y, MB_B, MB_C, MB_D, MB_E, MB_INIT = 0, 3, 4, 10, 11, 22, 26
+MBARRIERS = 29
 PHASES = ("a_product", "a_send", "barrier_1", "b_fetch", "b_product", "b_outputs", "b_send",
           "barrier_2", "c_fetch", "c_outputs", "c_product", "c_send", "barrier_3", "d_fetch",
           "d_products", "d_dw0", "d_send", "barrier_4", "e_update")  # For the profiler
@@ -110,8 +115,8 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
   def rows_of(v):  # (64,) -> (64, 16): v down the rows
     return lax.broadcast_in_dim(v, (ROWS, UNITS), [0])
 
-  def cols_of(v, n=ROWS):  # (16,) -> (n, 16): v along the columns
-    return lax.broadcast_in_dim(v, (n, UNITS), [1])
+  def cols_of(v):  # (16,) -> (64, 16): v along the columns
+    return lax.broadcast_in_dim(v, (ROWS, UNITS), [1])
 
   def products(m, a, b, n=WIDE, meanwhile=None):  # (m, 16): the sum of a_i b_j over i, j
     # on the tensor cores, b's parts side by side (N = 48 or 64: a few wide instructions, not
@@ -159,15 +164,16 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
     grid_barrier.fence_for_copies()
 
   def fetch_x(s):
-    fetch([(xp_in.at[s, r, k], xp[k]) for k in range(3)] + [(y_in.at[s, r], y)], 0)
+    fetch([(xp_in.at[s, r, k], xp[k]) for k in range(3)] + [(y_in.at[s, r], y)], MB_X)
 
-  # The weights: W0[:, u] (padded) and w2[u] as every CTA of slice u holds them, W1's quarter.
   def quarter(q):  # dw_in's rows 64q .. 64q + 63
     return dw_in.at[pl.ds(q * ROWS, ROWS)]
 
-  # (All of w2: a copy moves a multiple of 128 bytes.)
-  fetch([(w0_in.at[:, units], f64), (w1_in.at[rows, units], quarter(0)), (w2_in, w2_all)], 26)
-  wait(26, 3)
+  # The weights: W0[:, u] (padded) and w2[u] as every CTA of slice u holds them, W1's quarter
+  # (all of w2: a copy moves a multiple of 128 bytes).
+  fetch([(w0_in.at[:, units], f64), (w1_in.at[rows, units], quarter(0)), (w2_in, w2_all)],
+        MB_INIT)
+  wait(MB_INIT, 3)
   w0, w1q = _load(f64, wgmma_layout), _load(quarter(0), wgmma_layout)
   w2 = _load(w2_all.at[u], by_col)
   put(parts_of(w0), w0p)
@@ -188,10 +194,10 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
     k = 4 * s + 1  # The barriers before this step's
 
     def phases_ab(w1p):  # W1[:, u]'s parts side by side, held from A to B: fetched first
-      fetch([(w1c_g.at[parity, u], w1p)], 7)  # (last step's, written before its 4th barrier)
+      fetch([(w1c_g.at[parity, u], w1p)], MB_B + 3)  # (written before the last 4th barrier)
       # A: z1 = x[r] W0[:, u]; h1's parts out.
       with jax.named_scope("a_product"):
-        wait(0, 3)
+        wait(MB_X, 3)
         z1 = products(ROWS, xp, w0p)
         put(parts_of(jnp.maximum(z1, 0.0)), sendp)
       with jax.named_scope("a_send"):
@@ -200,8 +206,8 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
         meet(k + 1)
       # B: z2 = h1[r] W1[:, u].
       with jax.named_scope("b_fetch"):
-        fetch([(h1_g.at[i, r], acts[i]) for i in range(3)], 4)
-        wait(4, 4)
+        fetch([(h1_g.at[i, r], acts[i]) for i in range(3)], MB_B)
+        wait(MB_B, 4)
       with jax.named_scope("b_product"):
         return z1, products(ROWS, acts, w1p)
     z1, z2 = pl.run_scoped(phases_ab, plgpu.SMEM((HIDDEN, WIDE), bf16, transforms=swizzled))
@@ -216,12 +222,12 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
 
     def phases_cd(w1r):  # W1[u, :]'s parts one above the other, held from C to D
       fetch([(w1_g.at[parity, i, units, :], w1r.at[pl.ds(i * UNITS, UNITS)])
-             for i in range(3)], 11)
+             for i in range(3)], MB_D)
       # C: the outputs and dL/dout; dz2's parts, the dW1 and dw2 parts out.
       with jax.named_scope("c_fetch"):
-        fetch([(part_g.at[r], parts_in)], 10)
-        wait(10, 1)
-        wait(3, 1)  # y
+        fetch([(part_g.at[r], parts_in)], MB_C)
+        wait(MB_C, 1)
+        wait(MB_Y, 1)
       with jax.named_scope("c_outputs"):
         out = _load(parts_in.at[0], by_row)
         for peer in range(1, SLICES):  # A fixed order: every CTA of the quarter the same bits
@@ -254,8 +260,9 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
       with jax.named_scope("d_fetch"):
         fetch([(dz2_g.at[i, r], acts[i]) for i in range(3)]
               + [(dw1_g.at[q, u, rows], quarter(q)) for q in range(QUARTERS)]
-              + [(dw2_g.at[:, u], dw2_in)], 14)
-        wait(11, 11)
+              + [(dw2_g.at[:, u], dw2_in)], MB_D + 3)
+        wait(MB_D, 11)
+
       def update_w1():  # While the tensor cores run: W1's quarter and w2, W1's parts out
         dw1 = _load(quarter(0), wgmma_layout)
         dw2 = _load(dw2_in.at[0], by_col)
@@ -289,8 +296,8 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
       meet(k + 4)
     # E: W0[:, u] updated from the four dW0 parts.
     with jax.named_scope("e_update"):
-      fetch([(dw0_g.at[q, u], quarter(q)) for q in range(QUARTERS)], 22)
-      wait(22, QUARTERS)
+      fetch([(dw0_g.at[q, u], quarter(q)) for q in range(QUARTERS)], MB_E)
+      wait(MB_E, QUARTERS)
       dw0 = _load(quarter(0), wgmma_layout)
       for q in range(1, QUARTERS):
         dw0 = dw0 + _load(quarter(q), wgmma_layout)
@@ -367,7 +374,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None):
           plgpu.SMEM((QUARTERS, UNITS), f32),  # the dw2 parts
           # The dW1 part (C); the four dW1 parts of W1's quarter (D); the four dW0 parts (E)
           plgpu.SMEM((HIDDEN, UNITS), f32),
-          plgpu.Barrier(num_barriers=29),
+          plgpu.Barrier(num_barriers=MBARRIERS),
       ])
 
 
