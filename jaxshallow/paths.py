@@ -81,8 +81,9 @@ MEASURED = {
     # than an H100 holds clusters; cluster_mlp_mgpu._flat), elsewhere xla (the op kernels
     # 0.85x, the grid kernel 0.55x, 2026-11-26).
     ((784, 2048, 10), 64, "sgd", "float32"): "mosaic",
-    # 32-256-256-1: the phase kernel on Hopper (grid_regression_mgpu), 1.65x on an H200
-    # (2026-11-28); elsewhere xla (the grid kernel 0.70x, the op kernels 0.42x, 2026-11-26).
+    # 32-256-256-1: the phase kernel on Hopper (grid_regression_mgpu), 1.73x on an H200
+    # (2026-11-28, docs/bench/2026-11-28e_phase_kernel); elsewhere xla (the grid kernel 0.70x,
+    # the op kernels 0.42x, 2026-11-26).
     ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "mosaic",
     ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "xla",  # ops 0.37x, epoch 0.20x
 }

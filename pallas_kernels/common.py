@@ -65,6 +65,16 @@ def dot_split(a, b, trans_a: bool = False, trans_b: bool = False, a_exact: bool 
   return ((d(1, 1) + d(0, 2) + d(2, 0)) + (d(0, 1) + d(1, 0))) + d(0, 0)
 
 
+def sgd_float32_problem(optimizer: str, dtype) -> str | None:
+  """What every Mosaic GPU epoch kernel asks of a network: plain SGD, float32. One line, or
+  None."""
+  if optimizer != "sgd":
+    return f"it runs plain SGD, not {optimizer}"
+  if jnp.dtype(dtype) != jnp.float32:
+    return f"it computes in float32, not {jnp.dtype(dtype).name}"
+  return None
+
+
 def plain_sgd_problem(batch: int, want: int, *, bias: bool, optimizer: str, dtype) -> str | None:
   """What the regression nets' Mosaic GPU kernels ask of a network beside its widths: batch
   ``want``, no biases, plain SGD, float32. One line, or None."""
@@ -72,11 +82,7 @@ def plain_sgd_problem(batch: int, want: int, *, bias: bool, optimizer: str, dtyp
     return f"it takes batch {want}, not {batch}"
   if bias:
     return "it has no biases"
-  if optimizer != "sgd":
-    return f"it runs plain SGD, not {optimizer}"
-  if jnp.dtype(dtype) != jnp.float32:
-    return f"it computes in float32, not {jnp.dtype(dtype).name}"
-  return None
+  return sgd_float32_problem(optimizer, dtype)
 
 
 def acc_dtype(dtype):

@@ -270,11 +270,7 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype,
     return f"it takes batch {batch} in {ROWGROUPS[batch]} clusters, more than this GPU holds"
   if not bias:
     return "it has biases"
-  if optimizer != "sgd":
-    return f"it runs plain SGD, not {optimizer}"
-  if jnp.dtype(dtype) != jnp.float32:
-    return f"it computes in float32, not {jnp.dtype(dtype).name}"
-  return None
+  return common.sgd_float32_problem(optimizer, dtype)
 
 
 def by_parity(parity, fn) -> None:

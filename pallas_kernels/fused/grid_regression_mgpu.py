@@ -137,13 +137,13 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
   def parts_of(v):  # v's three bfloat16 parts, by the GPU's conversions (split3's bits)
     return split3_in_kernel(v, ptx=True)
 
-  def put(bits, refs):  # Three parts into shared memory: apart (a list), or side by side (and
-    # a block of zeros: N = 64, for the 128-byte swizzle)
-    if isinstance(refs, (list, tuple)):
-      for ref, b in zip(refs, bits):
-        ref[...] = b
-    else:
-      refs[...] = jnp.concatenate([*bits, zero], axis=1)
+  def put(bits, refs):  # Three parts into three refs (to send: a copy reads contiguous memory)
+    for ref, part in zip(refs, bits):
+      ref[...] = part
+
+  def put_wide(bits, ref):  # Three parts side by side, and a block of zeros (N = 64, for the
+    # 128-byte swizzle): an operand B
+    ref[...] = jnp.concatenate([*bits, zero], axis=1)
 
   def send(pairs):  # (shared, global) copies out, waited for: then the barrier may pass
     plgpu.commit_smem()
@@ -176,10 +176,10 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
   wait(MB_INIT, 3)
   w0, w1q = _load(f64, wgmma_layout), _load(quarter(0), wgmma_layout)
   w2 = _load(w2_all.at[u], by_col)
-  put(parts_of(w0), w0p)
+  put_wide(parts_of(w0), w0p)
   bits = parts_of(w1q)  # The first step's W1 parts, out before the first barrier
   put(bits, sendp)
-  put(bits, gp)
+  put_wide(bits, gp)
   plgpu.commit_smem()
   for i in range(3):
     plgpu.copy_smem_to_gmem(sendp[i], w1_g.at[0, i, rows, units])
@@ -236,7 +236,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
         dz2 = jnp.where(z2 > 0.0, rows_of(g_out) * cols_of(w2), 0.0)
         vec16[...] = jnp.sum(h2 * rows_of(g_out), axis=0)
         bits = parts_of(dz2)
-        put(bits, gp)
+        put_wide(bits, gp)
         put(bits, sendp)
         plgpu.commit_smem()
       def send_small():  # While the tensor cores run: dz2's parts, the dw2 part, outputs
@@ -282,7 +282,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
         phases_cd, plgpu.SMEM((3 * UNITS, HIDDEN), bf16, transforms=swizzled))
     # dz1, the dW0 part out; W1's quarter and w2 updated.
     with jax.named_scope("d_dw0"):
-      put(parts_of(jnp.where(z1 > 0.0, dh1, 0.0)), gp)
+      put_wide(parts_of(jnp.where(z1 > 0.0, dh1, 0.0)), gp)
       plgpu.commit_smem()
       f64[...] = products(PADDED, [a.transpose((1, 0)) for a in xp], gp)
 
@@ -290,7 +290,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
     def _():
       fetch_x(s + 1)
     with jax.named_scope("d_send"):
-      put(bits, gp)  # (after the dW0 product, which read dz1's parts there)
+      put_wide(bits, gp)  # (after the dW0 product, which read dz1's parts there)
       send([(f64, dw0_g.at[r, u]), (gp, w1c_g.at[1 - parity, u, rows])])
     with jax.named_scope("barrier_4"):
       meet(k + 4)
@@ -302,7 +302,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
       for q in range(1, QUARTERS):
         dw0 = dw0 + _load(quarter(q), wgmma_layout)
       w0 = w0 - lr * dw0
-      put(parts_of(w0), w0p)
+      put_wide(parts_of(w0), w0p)
       plgpu.commit_smem()
     return w0, w1q, w2
 

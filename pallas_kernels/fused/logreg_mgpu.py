@@ -87,11 +87,7 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
     return f"it takes batch {BATCH}, not {batch}"
   if not bias:
     return "it has a bias"
-  if optimizer != "sgd":
-    return f"it runs plain SGD, not {optimizer}"
-  if jnp.dtype(dtype) != jnp.float32:
-    return f"it computes in float32, not {jnp.dtype(dtype).name}"
-  return None
+  return common.sgd_float32_problem(optimizer, dtype)
 
 
 def _kernel(wp_in, mask_in, x_in, onehot_in,  # inputs (global memory)
