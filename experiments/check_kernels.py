@@ -22,7 +22,7 @@ from jaxshallow.reference import numpy_cnn
 from jaxshallow.run import cli, config
 from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch,
                                   grid_regression_mgpu, logreg_mgpu, mlp_epoch, population_step,
-                                  sgd_parts)
+                                  sgd_parts, tile_regression_mgpu)
 from pallas_kernels import common
 from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense, dense_xent, dense_mgpu,
                                 max_pool, mse, softmax_xent)
@@ -30,8 +30,8 @@ from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense, dense_xent, 
 _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: a fresh one, "
                              "printed, so that a failure can be rerun on the same inputs).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
-                                   "cluster", "cluster_mlp", "grid_regression", "logreg",
-                                   "barrier", "population", "triton"],
+                                   "cluster", "cluster_mlp", "grid_regression",
+                                   "tile_regression", "logreg", "barrier", "population", "triton"],
                           "Which groups: dense, hopper (the tf32 products of large batches on "
                           "Hopper GPUs; GPU only), xent, head (the fused output layer), conv (with "
                           "max-pool, the fused conv+pool and MSE), step (the CNN's step "
@@ -39,7 +39,8 @@ _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "s
                           "(the whole-epoch kernel), cluster (the regression net's epoch in one "
                           "cluster; Hopper only), cluster_mlp (the MLP's epoch in one cluster; "
                           "Hopper only), grid_regression (the regression net 32-256-256-1's "
-                          "epoch over 64 CTAs; Hopper only), "
+                          "epoch over 64 CTAs; Hopper only), tile_regression (32-256-1024-256-1's, "
+                          "likewise), "
                           "logreg (softmax regression's epoch in one CTA; Hopper, "
                           "or Mosaic GPU's interpreter), barrier (its grid barrier under stress; "
                           "GPU only), "
@@ -616,19 +617,31 @@ def cluster_cases(rng, interpret):
     yield f"cluster epoch 32-{hidden}-1 batch {batch} {steps} steps", "float32", err
 
 
-# Steps of grid_regression_mgpu's cases: one, and a whole epoch of the large set.
+# Steps of the phase kernels' cases: one, and a whole epoch of the large set.
 GRID_REGRESSION_STEPS = [1, 100]
 
 
 def grid_regression_cases(rng, interpret):
-  """grid_regression_mgpu's kernel (GPU only, Hopper: the interpreter cannot run its global
+  """grid_regression_mgpu's kernel (32-256-256-1): see ``_phase_kernel_cases``."""
+  k = grid_regression_mgpu
+  yield from _phase_kernel_cases(rng, interpret, k, (k.INPUTS, k.HIDDEN, k.HIDDEN, 1),
+                                 "grid regression")
+
+
+def tile_regression_cases(rng, interpret):
+  """tile_regression_mgpu's kernel (32-256-1024-256-1): see ``_phase_kernel_cases``."""
+  yield from _phase_kernel_cases(rng, interpret, tile_regression_mgpu,
+                                 tile_regression_mgpu.WIDTHS, "tile regression")
+
+
+def _phase_kernel_cases(rng, interpret, k, widths, name):
+  """A regression net's phase kernel (GPU only, Hopper: the interpreter cannot run its global
   semaphore) against the same steps through train_step in float64, bounded by float32's
   tolerance or twice xla's own distance; run twice (the same bits)."""
   if interpret or not dense_mgpu.on_hopper():
-    print("skip grid_regression_mgpu: not on a Hopper GPU")
+    print(f"skip {k.__name__.split('.')[-1]}: not on a Hopper GPU")
     return
-  k = grid_regression_mgpu
-  widths = (k.INPUTS, k.HIDDEN, k.HIDDEN, 1)
+  net = "-".join(map(str, widths))
   for steps in GRID_REGRESSION_STEPS:
     n = steps * k.BATCH + 5
     x, y = synthetic.make_regression(n, rng, k.INPUTS)
@@ -640,9 +653,9 @@ def grid_regression_cases(rng, interpret):
     fn = jax.jit(functools.partial(k.train_epoch, lr=lr, steps=steps, use_kernel=True))
     got, losses = fn(params, x, y, order)
     err = _distance(losses, jax.tree.leaves(got), *reference)
-    print(f"     grid regression {steps} steps: xla's float32 distance {xla:.2e}")
-    yield (f"grid regression 32-256-256-1 batch 256 {steps} steps", "float32", err, bound)
-    yield (f"grid regression {steps} steps: the same bits twice", "float32",
+    print(f"     {name} {steps} steps: xla's float32 distance {xla:.2e}")
+    yield (f"{name} {net} batch {k.BATCH} {steps} steps", "float32", err, bound)
+    yield (f"{name} {steps} steps: the same bits twice", "float32",
            _same_bits((got, losses), fn(params, x, y, order)))
 
 
@@ -934,7 +947,7 @@ def population_cases(rng, interpret):
 
 
 GROUPS = ("dense", "hopper", "xent", "head", "conv", "step", "epoch", "cluster", "cluster_mlp",
-          "grid_regression", "logreg", "barrier", "population", "triton")
+          "grid_regression", "tile_regression", "logreg", "barrier", "population", "triton")
 
 
 def main(argv):
@@ -956,6 +969,7 @@ def main(argv):
             "step": step_cases, "cluster": cluster_cases,
             "epoch": functools.partial(epoch_cases, cases=EPOCH_CASES[epoch_slice]),
             "cluster_mlp": cluster_mlp_cases, "grid_regression": grid_regression_cases,
+            "tile_regression": tile_regression_cases,
             "logreg": logreg_cases,
             "barrier": barrier_cases,
             "population": population_cases, "triton": triton_cases}

@@ -10,7 +10,8 @@ picks, among the paths that can, the one to take, and says why in one line. The 
   epoch     the MLP family's whole epoch in one launch (``jaxshallow.fused.epoch``): on a Hopper
             GPU thread-block clusters where a cluster kernel takes the network
             (``cluster_mlp_mgpu``: a cluster per 256 hidden units, up to 7;
-            ``cluster_epoch_mgpu``), a phase kernel (``grid_regression_mgpu``: 32-256-256-1)
+            ``cluster_epoch_mgpu``), a phase kernel (``grid_regression_mgpu``: 32-256-256-1;
+            ``tile_regression_mgpu``: 32-256-1024-256-1)
             or one CTA (``logreg_mgpu``: softmax regression), else a grid of programs meeting
             at grid barriers (``mlp_epoch``)
   xla       no Pallas kernel: the xla impl's step, where every Pallas path measured slower
@@ -68,7 +69,7 @@ OPS_FASTER_ABOVE = 3.5e5
 # Pallas path trained slower than xla (docs/bench/current); "mosaic": the epoch path where a
 # Mosaic GPU epoch kernel (a cluster kernel, or the phase kernel) takes the network (Hopper),
 # else xla.
-MOSAIC_KERNELS = ("cluster_mlp", "cluster_epoch", "grid_regression")
+MOSAIC_KERNELS = ("cluster_mlp", "cluster_epoch", "grid_regression", "tile_regression")
 MEASURED = {
     # The epoch kernels over the work rule's limit: on Hopper 784-1024-10 takes the cluster
     # kernel (4 clusters, 3.96x; the rule judges only the grid kernel), elsewhere the grid
@@ -169,7 +170,8 @@ def describe(cfg) -> str:
     return cfg.impl
   if cfg.fusion == "epoch":
     return {"grid": "epoch kernel (grid)", "logreg": "epoch kernel (one CTA)",
-            "grid_regression": "phase kernel (64 CTAs)"}.get(_epoch_kernel_of(cfg),
+            "grid_regression": "phase kernel (64 CTAs)",
+            "tile_regression": "phase kernel (64 CTAs, tiles)"}.get(_epoch_kernel_of(cfg),
                                                              "cluster kernel")
   return {"step": "step kernels", "ops": "op kernels",
           "xla": "xla (no Pallas kernel faster)"}[cfg.fusion]
@@ -179,12 +181,13 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
                  precision: str, dtype) -> str:
   """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (thread-block
   clusters, Hopper only), "grid_regression" (the regression net 32-256-256-1 over 64 CTAs,
-  Hopper only) or "logreg" (softmax regression in one CTA, Hopper only) where one takes it,
-  else "grid" (``mlp_epoch``). The regression nets' cluster kernel only in float32: at
-  tf32 and bfloat16 the grid kernel was as fast. The MLP's at every precision, with a jax whose
+  Hopper only), "tile_regression" (32-256-1024-256-1 over 64 CTAs, Hopper only) or "logreg"
+  (softmax regression in one CTA, Hopper only) where one takes it, else "grid" (``mlp_epoch``).
+  The regression nets' cluster kernel only in float32: at tf32 and bfloat16 the grid kernel was
+  as fast. The MLP's at every precision, with a jax whose
   Mosaic GPU compiles it."""
   from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, grid_regression_mgpu,
-                                    logreg_mgpu)
+                                    logreg_mgpu, tile_regression_mgpu)
   from pallas_kernels.ops import dense_mgpu
   if not dense_mgpu.on_hopper():
     return "grid"
@@ -195,6 +198,9 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
   if (head == "mse" and precision == "float32"
       and grid_regression_mgpu.problem(widths, batch_size, **net) is None):
     return "grid_regression"
+  if (head == "mse" and precision == "float32"
+      and tile_regression_mgpu.problem(widths, batch_size, **net) is None):
+    return "tile_regression"
   if (head == "xent" and cluster_mlp_mgpu.lowers() is None
       and cluster_mlp_mgpu.problem(widths, batch_size, wide=True, **net) is None):
     return "cluster_mlp"

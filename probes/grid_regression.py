@@ -1,12 +1,14 @@
-"""The regression net 32-256-256-1's phase kernel (``pallas_kernels.fused.grid_regression_mgpu``,
-Pallas Mosaic GPU, Hopper) timed per step, with Mosaic GPU's per-phase profile.
+"""The regression nets' phase kernels (Pallas Mosaic GPU, Hopper) timed per step: 32-256-256-1's
+(``pallas_kernels.fused.grid_regression_mgpu``), with Mosaic GPU's per-phase profile, and
+32-256-1024-256-1's (``tile_regression_mgpu``).
 
   python -m probes.grid_regression              # us a step
   python -m probes.grid_regression --profile    # and each phase's median, over the 64 CTAs
+  python -m probes.grid_regression --kernel=tile_regression
 
 The cost of a step is the difference between launches of ``--steps`` and 100 steps over the
 difference in steps (median of ``--repeats`` each), so the launch drops out. Its numbers are
-checked by ``experiments.check_kernels --only=grid_regression``.
+checked by ``experiments.check_kernels --only=grid_regression,tile_regression``.
 """
 
 import os
@@ -19,7 +21,7 @@ from jaxshallow import synthetic
 from jaxshallow.reference import numpy_mlp
 from jaxshallow.run import cli
 from jaxshallow.run.config import ConfigError
-from pallas_kernels.fused import grid_regression_mgpu as kernel
+from pallas_kernels.fused import grid_regression_mgpu, tile_regression_mgpu
 from probes import hopper
 from probes.cluster_regression import phase_times
 
@@ -28,17 +30,22 @@ flags.DEFINE_integer("steps", 1_100, "Steps of the long launch (the short has 10
 flags.DEFINE_integer("repeats", 9, "Timed launches of each (median).")
 flags.DEFINE_float("lr", 0.002, "SGD learning rate (the study's).")
 flags.DEFINE_bool("profile", False, "Also time each phase with Mosaic GPU's profiler.")
+flags.DEFINE_enum("kernel", "grid_regression", ["grid_regression", "tile_regression"],
+                  "Which: grid_regression (32-256-256-1) or tile_regression (32-256-1024-256-1).")
 flags.DEFINE_string("profile_dir", "/tmp/grid_regression", "Where the profiler writes traces.")
 
 SHORT = 100
 
 
-def problem(seed: int, steps: int):
+KERNELS = {"grid_regression": (grid_regression_mgpu, (32, 256, 256, 1)),
+           "tile_regression": (tile_regression_mgpu, tile_regression_mgpu.WIDTHS)}
+
+
+def problem(kernel, widths, seed: int, steps: int):
   rng = np.random.default_rng(seed)
   x, y = synthetic.make_regression(steps * kernel.BATCH, rng, kernel.INPUTS)
-  w0, w1, w2 = (layer["w"] for layer in numpy_mlp.init_mlp(
-      rng, (kernel.INPUTS, kernel.HIDDEN, kernel.HIDDEN, 1)))
-  return (w0, w1, w2[:, 0], x.reshape(steps, kernel.BATCH, kernel.INPUTS),
+  w = [layer["w"] for layer in numpy_mlp.init_mlp(rng, widths)]
+  return (*w[:-1], w[-1][:, 0], x.reshape(steps, kernel.BATCH, kernel.INPUTS),
           y.reshape(steps, kernel.BATCH))
 
 
@@ -49,18 +56,21 @@ def main(argv):
   if FLAGS.steps <= SHORT:
     raise ConfigError(f"--steps must be above {SHORT}, got {FLAGS.steps}")
   cli.at_least("repeats", FLAGS.repeats, 1)
-  d = hopper.require_hopper("grid_regression")
+  kernel, widths = KERNELS[FLAGS.kernel]
+  if FLAGS.profile and not hasattr(kernel, "PHASES"):
+    raise ConfigError(f"--profile: {FLAGS.kernel} names no phases for the profiler")
+  d = hopper.require_hopper(FLAGS.kernel)
   fn = jax.jit(lambda *a: kernel.train_steps(*a, FLAGS.lr))
 
   def launch(steps):
-    args = [jnp.asarray(a) for a in problem(1, steps)]
+    args = [jnp.asarray(a) for a in problem(kernel, widths, 1, steps)]
     return lambda: fn(*args)
   us = hopper.us_per_step(launch(SHORT), launch(FLAGS.steps), SHORT, FLAGS.steps, FLAGS.repeats)
-  print(f"device {d.device_kind}; jax {jax.__version__}; 32-256-256-1 batch 256, "
+  print(f"device {d.device_kind}; jax {jax.__version__}; {'-'.join(map(str, widths))} batch 256, "
         f"{kernel.CTAS} CTAs: {us:.2f} us a step", flush=True)
   if FLAGS.profile:
     steps = 8  # The profiler's buffer shares shared memory with the kernel's.
-    args = [jnp.asarray(a) for a in problem(1, steps)]
+    args = [jnp.asarray(a) for a in problem(kernel, widths, 1, steps)]
     prof = jax.jit(lambda *a: kernel.train_steps(*a, FLAGS.lr, profile_dir=FLAGS.profile_dir))
     os.makedirs(FLAGS.profile_dir, exist_ok=True)
     jax.block_until_ready(prof(*args))

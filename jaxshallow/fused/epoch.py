@@ -111,7 +111,7 @@ def widths_of(params) -> tuple[int, ...]:
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
         precision: str, model, kernel: str = "grid"):
   """One epoch through ``kernel`` (``paths.epoch_kernel``'s choice: "grid", "cluster_mlp",
-  "cluster_epoch", "grid_regression" or "logreg"); the other arguments are those of
+  "cluster_epoch", "grid_regression", "tile_regression" or "logreg"); the other arguments are those of
   ``train.train_epoch``."""
   params, opt_state, losses, correct = _train(
       params, opt_state, images, labels, order, tx=tx, steps=steps, batch_size=batch_size,
@@ -142,7 +142,7 @@ def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_si
   and correct count (None for the regression net)."""
   from pallas_kernels import common
   from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, grid_regression_mgpu,
-                                    logreg_mgpu, mlp_epoch)
+                                    logreg_mgpu, mlp_epoch, tile_regression_mgpu)
   name = optimizer_name(tx, "epoch")
   widths = widths_of(params)
   why = problem(model.name, widths[-1], batch_size, name)
@@ -155,9 +155,10 @@ def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_si
     params, losses = cluster_epoch_mgpu.train_epoch(params, x, labels, order, tx.lr,
                                                     steps=steps, use_kernel=True)
     return params, opt_state, losses, None
-  if kernel == "grid_regression":
-    params, losses = grid_regression_mgpu.train_epoch(params, x, labels, order, tx.lr,
-                                                      steps=steps, use_kernel=True)
+  if kernel in ("grid_regression", "tile_regression"):
+    phase = grid_regression_mgpu if kernel == "grid_regression" else tile_regression_mgpu
+    params, losses = phase.train_epoch(params, x, labels, order, tx.lr, steps=steps,
+                                       use_kernel=True)
     return params, opt_state, losses, None
   if kernel == "logreg":
     params, losses, correct = logreg_mgpu.train_epoch(params, x, labels, order, tx.lr,

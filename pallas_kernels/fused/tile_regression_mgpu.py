@@ -1,0 +1,483 @@
+"""The regression net 32-256-1024-256-1's epoch over 64 CTAs that meet at grid barriers (Pallas
+Mosaic GPU, Hopper): every product in tiles of 64 x 64, its operands through L2.
+
+The network is 32 -> 256 (ReLU) -> 1024 (ReLU) -> 256 (ReLU) -> 1 with no biases, mean squared
+error and plain SGD, batch 256: the regression workload's three-hidden-layer net. Its middle
+layers hold 2 MB of weights, and a row quarter's activations of the wide layer are 384 KB as
+bfloat16 parts, more than a CTA's shared memory, so ``grid_regression_mgpu``'s layout (whole
+rows of activations gathered in each CTA) does not fit. Here every product is cut into tiles of
+64 x 64 (wgmma's M, and 128-byte rows), and each CTA computes whole tiles, its operands fetched
+from global memory (L2) in chunks of 64 x 64 along K as TMA copies:
+
+  tile(A, B) = sum over chunks k of A[:, k] B[k, :]        (K = 256: four chunks, in flight at once)
+
+Every CTA owns one tile of W1 and one of W2 (their float32 in global memory, their bfloat16
+parts written for the others by step parity) and computes that tile's gradient itself, with K
+the batch: no partial gradients to add up. Products with K = 1024 (z3, dh1) are split in four
+quarters of K over four CTAs, the partials added in order by the next phase. The CTAs of the
+first layer (16: row quarter r, unit block n1) each hold W0[:, n1] and compute its whole
+gradient (the four of a block the same bits). A step, its phases apart by grid barriers:
+
+  A  (16 CTAs) z1[r, n1] = x[r] W0[:, n1]: h1's parts out (and z1, kept for dz1)
+  B  z2[r, n2] = h1[r, :] W1[:, n2] (64 CTAs); h2's parts out; z2 kept in registers until F
+  C  the partial z3[r, n3] over K quarter q = h2[r, q] W2[q, n3] out (64 CTAs)
+  D  (16) z3[r, n3] = the four partials in q order; h3's partial outputs, h3 w3[n3], out
+  E  (16) the outputs, from the four partials in n3 order; dL/dout; dz3[r, n3]'s parts out,
+     dw3's partial over the rows; the outputs
+  F  dh2[r, n2] = dz3[r, :] W2[n2, :]^T, dz2 = [z2 > 0] dh2, its parts out (64);
+     dW2[n2, n3] = h2[:, n2]^T dz3[:, n3]: the tile's owner updates W2's tile, its parts out;
+     w3 from the four dw3 partials
+  G  dW1[n1, n2] = h1[:, n1]^T dz2[:, n2], W1's tile updated, its parts out (64); the partial
+     dh1[r, n1] over quarter q of K = dz2[r, q] W1[n1, q]^T out
+  H  (16) dh1[r, n1] = the four partials in q order, dz1 = [z1 > 0] dh1, its parts out
+  I  (16) dW0[:, n1] = x^T dz1[:, n1], W0[:, n1] updated; then the next step's A
+
+Eight grid barriers a step. Products keep float32's accuracy as ``grid_regression_mgpu``'s do:
+each operand in three bfloat16 parts (exact), all nine products of parts, the smallest first.
+Sums over CTAs run in fixed orders and nothing uses atomics for floats: every run gives the
+same bits.
+
+GPU only: Mosaic GPU's interpreter cannot run the global semaphore; the CPU tests lower it and
+check ``reference``, its plain-jnp twin, against float64; ``experiments.check_kernels
+--only=tile_regression`` checks the kernel itself on a Hopper GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from pallas_kernels import common
+from pallas_kernels.mgpu import grid_barrier
+from pallas_kernels.ops.dense_mgpu import load as _load, split3, split3_in_kernel, store as _store
+
+BATCH = 256
+INPUTS = 32
+WIDTHS = (INPUTS, 256, 1024, 256, 1)
+T = 64  # A tile's side: wgmma's M, and 64 bfloat16 = 128-byte rows
+CHUNKS = 4  # K = 256 in chunks of T
+CTAS = 64
+# The jax versions it was checked with on a GPU against float64 (check_kernels
+# --only=tile_regression); with others the trainer keeps xla's path.
+CHECKED = ((0, 11), (0, 12))
+# The TMA loads' mbarriers (two groups: Mosaic GPU takes at most 32 a group): a product's
+# chunks (A's three parts then B's, a chunk), 24; then a weight tile's float32, the four partial
+# tiles, z1, y, the partial outputs, the dw3 partials.
+MB_CHUNK, MB_MASTER, MB_PARTIAL, MB_Z1, MB_Y, MB_OUT, MB_DW3 = 0, 24, 25, 29, 30, 31, 32
+MBARRIERS = 33
+GROUP = 24
+# Grid barriers: one before the first step, one after its A, eight a step.
+BARRIERS_PER_STEP = 8
+PAIRS = sorted(((i, j) for i in range(3) for j in range(3)), key=lambda p: -sum(p))
+
+
+def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
+  """Why this kernel cannot train the network (one line), or None if it can."""
+  if tuple(widths) != WIDTHS:
+    return f"it trains {'-'.join(map(str, WIDTHS))}, not {'-'.join(map(str, widths))}"
+  if why := common.plain_sgd_problem(batch, BATCH, bias=bias, optimizer=optimizer, dtype=dtype):
+    return why
+  if (version := tuple(int(v) for v in jax.__version__.split(".")[:2])) not in CHECKED:
+    return f"it was not checked on a GPU with jax {version[0]}.{version[1]}"
+  if grid_barrier.resident_ctas() < CTAS:
+    return f"its {CTAS} CTAs must all be resident at once, more than this GPU's SMs"
+  return None
+
+
+def _block(i):  # Tile i along an axis; a traced i said to be a multiple (Mosaic GPU's layout
+  # inference cannot prove it)
+  return pl.ds(i * T if isinstance(i, int) else pl.multiple_of(i * T, T), T)
+
+
+def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
+            w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
+            w1p_g, w2p_g, h1_g, z1_g, h2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dz1_g,
+            stage, vec, y, po_in, dw3_in, chunk_mb, other_mb, *, steps: int, lr: float):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
+  swizzled = _swizzled()
+  by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row
+  by_col = plgpu.Layout.WGMMA.reduce(0)  # (64,): one value a column
+  counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))
+  c = lax.axis_index("cta")
+  first = c < 16  # The CTAs of phases A, D, E, H and I
+  # Each phase's tile, by CTA (c = 16 a + b).
+  a16, b16 = lax.div(c, 16), lax.rem(c, 16)
+  r1, n1 = lax.div(lax.rem(c, 16), 4), lax.rem(c, 4)  # A, H, I: (r, n1); D, E: (r, n3)
+  quarter = lax.rem(c, 4)  # C, G: the quarter of K
+  n_mid = lax.rem(lax.div(c, 4), 4)  # C: n3; G: n1
+
+  def rows_of(v):
+    return lax.broadcast_in_dim(v, (T, T), [0])
+
+  def cols_of(v):
+    return lax.broadcast_in_dim(v, (T, T), [1])
+
+  def parts_of(v):
+    return split3_in_kernel(v, ptx=True)
+
+  def chunk_buffers():  # A's and B's chunks: four of three parts each, 192 KB
+    one = plgpu.SMEM((T, T), bf16, transforms=swizzled)
+    return [[one] * 3 for _ in range(CHUNKS)], [[one] * 3 for _ in range(CHUNKS)]
+
+  def mbarrier(slot):
+    return chunk_mb.at[slot] if slot < GROUP else other_mb.at[slot - GROUP]
+
+  def fetch(src, dst, slot):
+    plgpu.copy_gmem_to_smem(src, dst, mbarrier(slot))
+
+  def wait(slot, n=1):
+    for i in range(n):
+      plgpu.barrier_wait(mbarrier(slot + i))
+
+  def fetch_chunks(a_src, b_src, a, b, chunks=CHUNKS):  # a_src(k, i): A's part i of chunk k
+    for k in range(chunks):
+      for i in range(3):
+        fetch(a_src(k, i), a[k][i], MB_CHUNK + 6 * k + i)
+        fetch(b_src(k, i), b[k][i], MB_CHUNK + 6 * k + 3 + i)
+
+  def product(a, b, *, chunks=CHUNKS, ta=False, tb=False, fetched=True):
+    # sum over k of a[k] b[k] (a[k] and b[k] transposed where ta, tb), each of the nine part
+    # products, the smallest first; a chunk's products start as soon as its copies are in
+    def run(acc):
+      for k in range(chunks):
+        if fetched:
+          wait(MB_CHUNK + 6 * k, 6)
+        for i, j in PAIRS:
+          plgpu.wgmma(acc, a[k][i].transpose((1, 0)) if ta else a[k][i],
+                      b[k][j].transpose((1, 0)) if tb else b[k][j])
+      plgpu.wgmma_wait(0)
+      return acc[...]
+    return pl.run_scoped(run, plgpu.ACC((T, T), f32))
+
+  def put(value, refs):  # value's three parts into three refs
+    for ref, part in zip(refs, parts_of(value)):
+      ref[...] = part
+
+  def send(pairs):  # (shared, global) copies out, waited for: then the barrier may pass
+    plgpu.commit_smem()
+    for src, dst in pairs:
+      plgpu.copy_smem_to_gmem(src, dst)
+    plgpu.wait_smem_to_gmem(0)
+
+  def send_parts(value, refs, dst):  # dst(i): where part i goes
+    put(value, refs)
+    send([(refs[i], dst(i)) for i in range(3)])
+
+  def meet(k):  # The k-th grid barrier of the launch (k traced), then loads may read
+    grid_barrier.barrier(counter.at[0], k * CTAS)
+    grid_barrier.fence_for_copies()
+
+  def update(master, grad, parts_refs, parts_dst):  # master (global) -= lr grad; parts out
+    wait(MB_MASTER)
+    w = _load(stage, wgmma_layout) - lr * grad
+    _store(stage, w)
+    put(w, parts_refs)
+    send([(stage, master)] + [(parts_refs[i], parts_dst(i)) for i in range(3)])
+
+  def phase_a(s, w0, a, b):  # z1[r, n1] = x[r] W0[:, n1]: z1 and h1's parts out
+    for i in range(3):
+      fetch(xp_in.at[s, i, _block(r1)], a[0][i], MB_CHUNK + i)
+    put(w0, b[0])
+    plgpu.commit_smem()
+    wait(MB_CHUNK, 3)
+    z1 = product(a, b, chunks=1, fetched=False)
+    _store(stage, z1)
+    send([(stage, z1_g.at[_block(r1), _block(n1)])])
+    send_parts(jnp.maximum(z1, 0.0), b[1], lambda i: h1_g.at[i, _block(r1), _block(n1)])
+
+  # Before the first step: every weight tile's owner writes its float32 and parts.
+  def first_weights(a, b):
+    for src, master, parts_g, rows, cols in (
+        (w1_in, w1_m, w1p_g, a16, b16),  # W1[n1, n2]: c = 16 n1 + n2
+        (w2_in, w2_m, w2p_g, b16, a16)):  # W2[n2, n3]: c = 16 n3 + n2
+      fetch(src.at[_block(rows), _block(cols)], stage, MB_MASTER)
+      wait(MB_MASTER)
+      w = _load(stage, wgmma_layout)
+      put(w, a[0])
+      send([(stage, master.at[_block(rows), _block(cols)])]
+           + [(a[0][i], parts_g.at[0, i, _block(rows), _block(cols)]) for i in range(3)])
+
+    @pl.when(first)
+    def _():
+      fetch(w0_in.at[:, _block(n1)], stage, MB_MASTER)
+      wait(MB_MASTER)
+      send([(stage, w0_m.at[r1, :, _block(n1)])])
+  pl.run_scoped(first_weights, *chunk_buffers())
+  # w3[n3] in every CTA (n3 = c mod 4): the 16 of phase D and E use it
+  fetch(w3_in, dw3_in, MB_DW3)
+  wait(MB_DW3)
+  w3 = _load(dw3_in.at[n1], by_col)
+  meet(1)
+
+  @pl.when(first)
+  def _():
+    def run(a, b):
+      fetch(w0_m.at[r1, :, _block(n1)], stage, MB_MASTER)
+      wait(MB_MASTER)
+      phase_a(0, _load(stage, wgmma_layout), a, b)
+    pl.run_scoped(run, *chunk_buffers())
+  meet(2)
+
+  def step(s, w3):
+    parity = lax.rem(s, 2)
+    k0 = 2 + BARRIERS_PER_STEP * s  # The barriers before this step's
+
+    # B: z2[r, n2] = h1[r, :] W1[:, n2] (r = a16, n2 = b16); h2's parts out.
+    def phase_b(a, b):
+      fetch_chunks(lambda k, i: h1_g.at[i, _block(a16), _block(k)],
+                   lambda k, i: w1p_g.at[parity, i, _block(k), _block(b16)], a, b)
+      z2 = product(a, b)
+      send_parts(jnp.maximum(z2, 0.0), a[0], lambda i: h2_g.at[i, _block(a16), _block(b16)])
+      return z2
+    z2 = pl.run_scoped(phase_b, *chunk_buffers())
+    meet(k0 + 1)
+
+    # C: the partial z3[r, n3] over K quarter q: h2[r, q] W2[q, n3].
+    def phase_c(a, b):
+      fetch_chunks(lambda k, i: h2_g.at[i, _block(a16), _block(4 * quarter + k)],
+                   lambda k, i: w2p_g.at[parity, i, _block(4 * quarter + k), _block(n_mid)],
+                   a, b)
+      _store(stage, product(a, b))
+      send([(stage, p3_g.at[quarter, _block(a16), _block(n_mid)])])
+    pl.run_scoped(phase_c, *chunk_buffers())
+    meet(k0 + 2)
+
+    # D: z3[r, n3] (kept in ``stage`` until E); h3's partial outputs out.
+    @pl.when(first)
+    def _():
+      def run(partials):
+        for q in range(4):
+          fetch(p3_g.at[q, _block(r1), _block(n1)], partials.at[q], MB_PARTIAL + q)
+        wait(MB_PARTIAL, 4)
+        z3 = _load(partials.at[0], wgmma_layout)
+        for q in range(1, 4):  # q order: the same bits in every run
+          z3 = z3 + _load(partials.at[q], wgmma_layout)
+        _store(stage, z3)
+        vec[...] = jnp.sum(jnp.maximum(z3, 0.0) * cols_of(w3), axis=1)
+        send([(vec, po_g.at[n1, _block(r1)])])
+      pl.run_scoped(run, plgpu.SMEM((4, T, T), f32))
+    meet(k0 + 3)
+
+    # E: the outputs and dL/dout; dz3[r, n3]'s parts, the dw3 partial, the outputs out.
+    @pl.when(first)
+    def _():
+      def run(refs):
+        fetch(po_g.at[:, _block(r1)], po_in, MB_OUT)
+        fetch(y_in.at[s, r1], y, MB_Y)
+        wait(MB_OUT)
+        wait(MB_Y)
+        out = _load(po_in.at[0], by_row)
+        for n in range(1, 4):  # n3 order
+          out = out + _load(po_in.at[n], by_row)
+        g_out = (out - _load(y, by_row)) * (2.0 / BATCH)
+        z3 = _load(stage, wgmma_layout)
+        send_parts(jnp.where(z3 > 0.0, rows_of(g_out) * cols_of(w3), 0.0), refs,
+                   lambda i: dz3_g.at[i, _block(r1), _block(n1)])
+        vec[...] = jnp.sum(jnp.maximum(z3, 0.0) * rows_of(g_out), axis=0)
+        send([(vec, dw3_g.at[r1, _block(n1)])])
+
+        @pl.when(n1 == 0)
+        def _():
+          vec[...] = out
+          send([(vec, out_out.at[s, r1])])
+      pl.run_scoped(run, [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3)
+    meet(k0 + 4)
+
+    # F: dh2[r, n2] = dz3[r, :] W2[n2, :]^T, dz2's parts out; W2[n2, n3]'s tile (n2 = b16,
+    # n3 = a16) updated from its gradient h2[:, n2]^T dz3[:, n3]; w3 updated.
+    def phase_f_dh2(a, b):
+      fetch_chunks(lambda k, i: dz3_g.at[i, _block(a16), _block(k)],
+                   lambda k, i: w2p_g.at[parity, i, _block(b16), _block(k)], a, b)
+      dz2 = jnp.where(z2 > 0.0, product(a, b, tb=True), 0.0)
+      send_parts(dz2, a[0], lambda i: dz2_g.at[i, _block(a16), _block(b16)])
+    pl.run_scoped(phase_f_dh2, *chunk_buffers())
+
+    def phase_f_dw2(a, b):
+      fetch(w2_m.at[_block(b16), _block(a16)], stage, MB_MASTER)
+      fetch_chunks(lambda k, i: h2_g.at[i, _block(k), _block(b16)],
+                   lambda k, i: dz3_g.at[i, _block(k), _block(a16)], a, b)
+      update(w2_m.at[_block(b16), _block(a16)], product(a, b, ta=True), a[0],
+             lambda i: w2p_g.at[1 - parity, i, _block(b16), _block(a16)])
+    pl.run_scoped(phase_f_dw2, *chunk_buffers())
+    fetch(dw3_g.at[:, _block(n1)], dw3_in, MB_DW3)
+    wait(MB_DW3)
+    dw3 = _load(dw3_in.at[0], by_col)
+    for q in range(1, 4):  # r order
+      dw3 = dw3 + _load(dw3_in.at[q], by_col)
+    w3 = w3 - lr * dw3
+    meet(k0 + 5)
+
+    # G: W1[n1, n2]'s tile (n1 = a16, n2 = b16) updated from h1[:, n1]^T dz2[:, n2]; the
+    # partial dh1[r, n1] over K quarter q: dz2[r, q] W1[n1, q]^T.
+    def phase_g_dw1(a, b):
+      fetch(w1_m.at[_block(a16), _block(b16)], stage, MB_MASTER)
+      fetch_chunks(lambda k, i: h1_g.at[i, _block(k), _block(a16)],
+                   lambda k, i: dz2_g.at[i, _block(k), _block(b16)], a, b)
+      update(w1_m.at[_block(a16), _block(b16)], product(a, b, ta=True), a[0],
+             lambda i: w1p_g.at[1 - parity, i, _block(a16), _block(b16)])
+    pl.run_scoped(phase_g_dw1, *chunk_buffers())
+
+    def phase_g_dh1(a, b):
+      fetch_chunks(lambda k, i: dz2_g.at[i, _block(a16), _block(4 * quarter + k)],
+                   lambda k, i: w1p_g.at[parity, i, _block(n_mid), _block(4 * quarter + k)],
+                   a, b)
+      _store(stage, product(a, b, tb=True))
+      send([(stage, p1_g.at[quarter, _block(a16), _block(n_mid)])])
+    pl.run_scoped(phase_g_dh1, *chunk_buffers())
+    meet(k0 + 6)
+
+    # H: dz1[r, n1] from the four partials of dh1 and z1; its parts out.
+    @pl.when(first)
+    def _():
+      def run(partials, refs):
+        for q in range(4):
+          fetch(p1_g.at[q, _block(r1), _block(n1)], partials.at[q], MB_PARTIAL + q)
+        fetch(z1_g.at[_block(r1), _block(n1)], stage, MB_Z1)
+        wait(MB_PARTIAL, 4)
+        wait(MB_Z1)
+        dh1 = _load(partials.at[0], wgmma_layout)
+        for q in range(1, 4):  # q order
+          dh1 = dh1 + _load(partials.at[q], wgmma_layout)
+        dz1 = jnp.where(_load(stage, wgmma_layout) > 0.0, dh1, 0.0)
+        send_parts(dz1, refs, lambda i: dz1_g.at[i, _block(r1), _block(n1)])
+      pl.run_scoped(run, plgpu.SMEM((4, T, T), f32),
+                    [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3)
+    meet(k0 + 7)
+
+    # I: W0[:, n1] updated from x^T dz1[:, n1] (the four CTAs of n1 the same bits); then the
+    # next step's A.
+    @pl.when(first)
+    def _():
+      def run(a, b):
+        master = w0_m.at[r1, :, _block(n1)]
+        fetch(master, stage, MB_MASTER)
+        fetch_chunks(lambda k, i: xp_in.at[s, i, _block(k)],
+                     lambda k, i: dz1_g.at[i, _block(k), _block(n1)], a, b)
+        dw0 = product(a, b, ta=True)
+        wait(MB_MASTER)
+        w0 = _load(stage, wgmma_layout) - lr * dw0
+        _store(stage, w0)
+        send([(stage, master)])
+
+        @pl.when(s + 1 < steps)
+        def _():
+          phase_a(s + 1, w0, a, b)
+      pl.run_scoped(run, *chunk_buffers())
+    meet(k0 + 8)
+    return w3
+
+  w3 = lax.fori_loop(0, steps, step, w3)
+
+  @pl.when(c < 4)  # (n3 = c: the four blocks of w3)
+  def _():
+    vec[...] = w3
+    send([(vec, w3_out.at[n1])])
+
+
+def _swizzled():
+  """The tensor cores' operands' transforms: tiles of 8 rows of 64 bfloat16, swizzled."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  return (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+
+
+@functools.lru_cache(maxsize=None)
+def _call(steps: int, lr: float):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32, bf16 = jnp.float32, jnp.bfloat16
+  shape = jax.ShapeDtypeStruct
+  _, h1, h2, h3, _ = WIDTHS
+  return plgpu.kernel(
+      functools.partial(_kernel, steps=steps, lr=lr),
+      out_type=(shape((4, T, h1), f32), shape((h1, h2), f32), shape((h2, h3), f32),
+                shape((4, T), f32), shape((steps, 4, T), f32),
+                # The exchanges, read back and dropped: W1's and W2's parts by parity; h1's
+                # parts and z1; h2's parts; the partials of z3; the partial outputs; dz3's
+                # parts; the dw3 partials; dz2's parts; the partials of dh1; dz1's parts.
+                shape((2, 3, h1, h2), bf16), shape((2, 3, h2, h3), bf16),
+                shape((3, BATCH, h1), bf16), shape((BATCH, h1), f32),
+                shape((3, BATCH, h2), bf16), shape((4, BATCH, h3), f32), shape((4, BATCH), f32),
+                shape((3, BATCH, h3), bf16), shape((4, h3), f32),
+                shape((3, BATCH, h2), bf16), shape((4, BATCH, h1), f32),
+                shape((3, BATCH, h1), bf16)),
+      grid=(CTAS,), grid_names=("cta",),
+      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+      scratch_types=[
+          plgpu.SMEM((T, T), f32),  # a weight tile's float32; a partial; z1; z3 (D to E)
+          plgpu.SMEM((T,), f32),  # a vector out
+          plgpu.SMEM((T,), f32),  # y[r]
+          plgpu.SMEM((4, T), f32),  # the partial outputs
+          plgpu.SMEM((4, T), f32),  # the dw3 partials; w3
+          plgpu.Barrier(num_barriers=GROUP),
+          plgpu.Barrier(num_barriers=MBARRIERS - GROUP),
+      ])
+
+
+def train_steps(w0, w1, w2, w3, xs, ys, lr: float):
+  """``steps`` SGD steps in one launch: w0 (32, 256), w1 (256, 1024), w2 (1024, 256), w3 (256,),
+  xs (steps, 256, 32), ys (steps, 256) float32. Returns (w0, w1, w2, w3, losses), losses
+  (steps,) each step's mean squared error before its update. Hopper only."""
+  steps = xs.shape[0]
+  grid_barrier.check_resident_ctas(CTAS)
+  xp = jnp.stack(split3(jnp.pad(xs, ((0, 0), (0, 0), (0, T - INPUTS)))), axis=1)
+  w0p = jnp.pad(w0, ((0, T - INPUTS), (0, 0)))
+  w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr))(
+      w0p, w1, w2, w3.reshape(4, T), xp, ys.reshape(steps, 4, T))
+  sq = jnp.square(outs.reshape(steps, BATCH) - ys)
+  return w0m[0, :INPUTS], w1, w2, w3.reshape(-1), jax.vmap(common.fixed_order_mean)(sq)
+
+
+def reference(w0, w1, w2, w3, xs, ys, lr: float):
+  """The plain-jnp twin of ``train_steps``: the same steps, products at ``w0``'s dtype's full
+  precision, the sums over K quarters (z3, dh1), over unit blocks (the outputs) and over row
+  quarters (dw3) in the kernel's orders."""
+  hi = lax.Precision.HIGHEST
+
+  def in_order(parts):  # parts (n, ...) added up in index order
+    return functools.reduce(jnp.add, [parts[i] for i in range(parts.shape[0])])
+
+  def by_quarter(a, b):  # a b as the sum over K quarters, in order
+    a = a.reshape(a.shape[0], 4, -1).transpose(1, 0, 2)
+    b = b.reshape(4, -1, b.shape[1])
+    return in_order(jnp.einsum("qrk,qkn->qrn", a, b, precision=hi))
+
+  def step(carry, xy):
+    w0, w1, w2, w3 = carry
+    x, y = xy
+    z1 = jnp.dot(x, w0, precision=hi)
+    h1 = jnp.maximum(z1, 0.0)
+    z2 = jnp.dot(h1, w1, precision=hi)
+    h2 = jnp.maximum(z2, 0.0)
+    z3 = by_quarter(h2, w2)
+    h3 = jnp.maximum(z3, 0.0)
+    out = in_order(jnp.sum((h3 * w3).reshape(BATCH, 4, T), axis=2).T)
+    r = out - y
+    g_out = r * (2.0 / BATCH)
+    dz3 = jnp.where(z3 > 0, g_out[:, None] * w3, 0.0)
+    dw3 = in_order(jnp.sum((h3 * g_out[:, None]).reshape(4, T, -1), axis=1))
+    dz2 = jnp.where(z2 > 0, jnp.dot(dz3, w2.T, precision=hi), 0.0)
+    dz1 = jnp.where(z1 > 0, by_quarter(dz2, w1.T), 0.0)
+    w2_new = w2 - lr * jnp.dot(h2.T, dz3, precision=hi)
+    w1_new = w1 - lr * jnp.dot(h1.T, dz2, precision=hi)
+    w0_new = w0 - lr * jnp.dot(x.T, dz1, precision=hi)
+    return (w0_new, w1_new, w2_new, w3 - lr * dw3), jnp.mean(r * r)
+
+  (w0, w1, w2, w3), losses = lax.scan(step, (w0, w1, w2, w3), (xs, ys))
+  return w0, w1, w2, w3, losses
+
+
+def train_epoch(params, x, y, order, lr: float, *, steps: int, use_kernel: bool):
+  """One epoch: params [{"w": (32, 256)}, {"w": (256, 1024)}, {"w": (1024, 256)},
+  {"w": (256, 1)}], x (N, 32), y (N,) or (N, 1), order (>= steps * 256,). Returns (params,
+  per-step losses). ``use_kernel``: the grid kernel (Hopper), else ``reference``."""
+  idx = order[:steps * BATCH]
+  xs = x[idx].astype(jnp.float32).reshape(steps, BATCH, INPUTS)
+  ys = y[idx].astype(jnp.float32).reshape(steps, BATCH)
+  w = [p["w"] for p in params]
+  run = train_steps if use_kernel else reference
+  w0, w1, w2, w3, losses = run(w[0], w[1], w[2], w[3][:, 0], xs, ys, lr)
+  return [{"w": w0}, {"w": w1}, {"w": w2}, {"w": w3[:, None]}], losses
