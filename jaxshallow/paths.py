@@ -86,7 +86,10 @@ MEASURED = {
     # (2026-11-28, docs/bench/2026-11-28e_phase_kernel); elsewhere xla (the grid kernel 0.70x,
     # the op kernels 0.42x, 2026-11-26).
     ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "mosaic",
-    ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "xla",  # ops 0.37x, epoch 0.20x
+    # 32-256-1024-256-1: xla everywhere; its epoch path on Hopper, the tile kernel
+    # (tile_regression_mgpu), measured 0.89x on an H200 (2026-11-28,
+    # docs/bench/2026-11-28g_tile_kernel); the op kernels 0.37x, the grid kernel 0.20x.
+    ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "xla",
 }
 
 

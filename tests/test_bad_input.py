@@ -187,6 +187,7 @@ CASES = [
     ("probes.phase_stream", ["--in_kb=7", "--out_kb=8"], "multiples of 8"),
     ("probes.phase_stream", ["--ctas=x"], None),
     ("probes.grid_regression", ["--steps=50"], "--steps must be above 100"),
+    ("probes.grid_regression", ["--floor"], "--floor: only --kernel=tile_regression"),
     ("probes.same_module", ["--kernel=nope", "--save={out}/a"], "unknown"),
     ("probes.same_module", [], "give one of --save"),
     ("probes.same_module", ["--compare={out}/none.txt"], "no such file"),

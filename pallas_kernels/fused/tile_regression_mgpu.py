@@ -6,17 +6,15 @@ error and plain SGD, batch 256: the regression workload's three-hidden-layer net
 layers hold 2 MB of weights, and a row quarter's activations of the wide layer are 384 KB as
 bfloat16 parts, more than a CTA's shared memory, so ``grid_regression_mgpu``'s layout (whole
 rows of activations gathered in each CTA) does not fit. Here every product is cut into tiles of
-64 x 64 (wgmma's M, and 128-byte rows), and each CTA computes whole tiles, its operands fetched
-from global memory (L2) in chunks of 64 x 64 along K as TMA copies:
-
-  tile(A, B) = sum over chunks k of A[:, k] B[k, :]        (K = 256: four chunks, in flight at once)
-
-Every CTA owns one tile of W1 and one of W2 (their float32 in global memory, their bfloat16
+64 x 64 (wgmma's M, and 128-byte rows) with K = 256, and each CTA computes whole tiles, its
+operands' parts fetched from global memory (L2) as twelve TMA copies of 16 KB, in two halves of
+K (the first half's products run while the second lands). Every CTA owns one tile of W1 and one
+of W2 (their float32 in global memory, their bfloat16
 parts written for the others by step parity) and computes that tile's gradient itself, with K
 the batch: no partial gradients to add up. Products with K = 1024 (z3, dh1) are split in four
 quarters of K over four CTAs, the partials added in order by the next phase. The CTAs of the
-first layer (16: row quarter r, unit block n1) each hold W0[:, n1] and compute its whole
-gradient (the four of a block the same bits). A step, its phases apart by grid barriers:
+first layer (16: row quarter r, unit block n1) each hold W0[:, n1] and add its gradient up
+from the four row quarters' partials in the same order (the four of a block the same bits). A step, its phases apart by grid barriers:
 
   A  (16 CTAs) z1[r, n1] = x[r] W0[:, n1]: h1's parts out (and z1, kept for dz1)
   B  z2[r, n2] = h1[r, :] W1[:, n2] (64 CTAs); h2's parts out; z2 kept in registers until F
@@ -29,11 +27,13 @@ gradient (the four of a block the same bits). A step, its phases apart by grid b
      w3 from the four dw3 partials
   G  dW1[n1, n2] = h1[:, n1]^T dz2[:, n2], W1's tile updated, its parts out (64); the partial
      dh1[r, n1] over quarter q of K = dz2[r, q] W1[n1, q]^T out
-  H  (16) dh1[r, n1] = the four partials in q order, dz1 = [z1 > 0] dh1, its parts out
-  I  (16) dW0[:, n1] = x^T dz1[:, n1], W0[:, n1] updated; then the next step's A
+  H  (16) dh1[r, n1] = the four partials in q order, dz1 = [z1 > 0] dh1; dW0[:, n1]'s partial
+     over the rows, x[r]^T dz1[r, n1], out
+  I  (16) dW0[:, n1] = the four partials in r order, W0[:, n1] updated; then the next step's A
 
 Eight grid barriers a step. Products keep float32's accuracy as ``grid_regression_mgpu``'s do:
-each operand in three bfloat16 parts (exact), all nine products of parts, the smallest first.
+each operand in three bfloat16 parts (exact), the six products of parts above float32's
+rounding (``PAIRS``), the smallest first.
 Sums over CTAs run in fixed orders and nothing uses atomics for floats: every run gives the
 same bits.
 
@@ -59,20 +59,25 @@ BATCH = 256
 INPUTS = 32
 WIDTHS = (INPUTS, 256, 1024, 256, 1)
 T = 64  # A tile's side: wgmma's M, and 64 bfloat16 = 128-byte rows
-CHUNKS = 4  # K = 256 in chunks of T
 CTAS = 64
 # The jax versions it was checked with on a GPU against float64 (check_kernels
 # --only=tile_regression); with others the trainer keeps xla's path.
 CHECKED = ((0, 11), (0, 12))
-# The TMA loads' mbarriers (two groups: Mosaic GPU takes at most 32 a group): a product's
-# chunks (A's three parts then B's, a chunk), 24; then a weight tile's float32, the four partial
-# tiles, z1, y, the partial outputs, the dw3 partials.
-MB_CHUNK, MB_MASTER, MB_PARTIAL, MB_Z1, MB_Y, MB_OUT, MB_DW3 = 0, 24, 25, 29, 30, 31, 32
-MBARRIERS = 33
-GROUP = 24
+WIDE = 256  # A product's K (the batch, or a quarter of the wide layer's 1024)
+HALF = WIDE // 2  # Operands come in two halves of K: the first's products run as the second lands
+# The TMA loads' mbarriers: a product's A and B (two halves of three parts each), a weight
+# tile's float32, the four partial tiles, z1, y, the partial outputs, the dw3 partials.
+MB_A, MB_B, MB_MASTER, MB_PARTIAL, MB_Z1, MB_Y, MB_OUT, MB_DW3 = 0, 6, 12, 13, 17, 18, 19, 20
+MBARRIERS = 21
+PHASES = ("b", "barrier_b", "c", "barrier_c", "d", "barrier_d", "e", "barrier_e", "f_dh2",
+          "f_dw2", "f_w3", "barrier_f", "g_dw1", "g_dh1", "barrier_g", "h", "barrier_h", "i",
+          "barrier_i")  # For the profiler
 # Grid barriers: one before the first step, one after its A, eight a step.
 BARRIERS_PER_STEP = 8
-PAIRS = sorted(((i, j) for i in range(3) for j in range(3)), key=lambda p: -sum(p))
+# The products of parts a product sums, the smallest first: the six of orders i + j <= 2 (the
+# three dropped are below 2^-24 of the product, float32's own rounding; they cost a third of
+# the tensor cores' time, which bounds this kernel's phases).
+PAIRS = sorted(((i, j) for i in range(3) for j in range(3) if i + j <= 2), key=lambda p: -sum(p))
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -95,8 +100,8 @@ def _block(i):  # Tile i along an axis; a traced i said to be a multiple (Mosaic
 
 def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
             w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
-            w1p_g, w2p_g, h1_g, z1_g, h2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dz1_g,
-            stage, vec, y, po_in, dw3_in, chunk_mb, other_mb, *, steps: int, lr: float):
+            w1p_g, w2p_g, h1_g, z1_g, h2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
+            stage, vec, y, po_in, dw3_in, mb, *, steps: int, lr: float, products: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
@@ -110,6 +115,8 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   r1, n1 = lax.div(lax.rem(c, 16), 4), lax.rem(c, 4)  # A, H, I: (r, n1); D, E: (r, n3)
   quarter = lax.rem(c, 4)  # C, G: the quarter of K
   n_mid = lax.rem(lax.div(c, 4), 4)  # C: n3; G: n1
+  wide = pl.ds(0, WIDE)  # A whole K of 256, or all the rows of the batch
+  top, second = _block(0), _block(1)  # Rows of a (128, 64) buffer, for 64 x 64 operands
 
   def rows_of(v):
     return lax.broadcast_in_dim(v, (T, T), [0])
@@ -120,36 +127,41 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   def parts_of(v):
     return split3_in_kernel(v, ptx=True)
 
-  def chunk_buffers():  # A's and B's chunks: four of three parts each, 192 KB
-    one = plgpu.SMEM((T, T), bf16, transforms=swizzled)
-    return [[one] * 3 for _ in range(CHUNKS)], [[one] * 3 for _ in range(CHUNKS)]
-
-  def mbarrier(slot):
-    return chunk_mb.at[slot] if slot < GROUP else other_mb.at[slot - GROUP]
+  def buffers(a_tall: bool, b_tall: bool):  # A's and B's three parts in two halves of K, 16
+    # KB each: (128, 64) where tall (K the rows), else (64, 128)
+    shape = lambda tall: (HALF, T) if tall else (T, HALF)
+    return ([[plgpu.SMEM(shape(a_tall), bf16, transforms=swizzled)] * 3 for _ in range(2)],
+            [[plgpu.SMEM(shape(b_tall), bf16, transforms=swizzled)] * 3 for _ in range(2)])
 
   def fetch(src, dst, slot):
-    plgpu.copy_gmem_to_smem(src, dst, mbarrier(slot))
+    plgpu.copy_gmem_to_smem(src, dst, mb.at[slot])
 
   def wait(slot, n=1):
     for i in range(n):
-      plgpu.barrier_wait(mbarrier(slot + i))
+      plgpu.barrier_wait(mb.at[slot + i])
 
-  def fetch_chunks(a_src, b_src, a, b, chunks=CHUNKS):  # a_src(k, i): A's part i of chunk k
-    for k in range(chunks):
+  def half(src, h, tall):  # Half h of K of a global (256, 64) (tall) or (64, 256) operand
+    k = pl.ds(h * HALF, HALF)
+    return src.at[k] if tall else src.at[:, k]
+
+  def fetch_operands(a_src, b_src, a, b, ta=False, tb=False):  # a_src(i): A's part i in
+    # global memory; A is tall where transposed, B where not
+    for h in range(2):
       for i in range(3):
-        fetch(a_src(k, i), a[k][i], MB_CHUNK + 6 * k + i)
-        fetch(b_src(k, i), b[k][i], MB_CHUNK + 6 * k + 3 + i)
+        fetch(half(a_src(i), h, ta), a[h][i], MB_A + 3 * h + i)
+        fetch(half(b_src(i), h, not tb), b[h][i], MB_B + 3 * h + i)
 
-  def product(a, b, *, chunks=CHUNKS, ta=False, tb=False, fetched=True):
-    # sum over k of a[k] b[k] (a[k] and b[k] transposed where ta, tb), each of the nine part
-    # products, the smallest first; a chunk's products start as soon as its copies are in
+  def product(a, b, *, ta=False, tb=False, fetched=True):
+    # a b (a and b transposed where ta, tb; a[h], b[h] halves of K) as the sum of the
+    # products of their parts in PAIRS, on the tensor cores, each half's as soon as it is in
     def run(acc):
-      for k in range(chunks):
+      for h in range(len(a)):
         if fetched:
-          wait(MB_CHUNK + 6 * k, 6)
-        for i, j in PAIRS:
-          plgpu.wgmma(acc, a[k][i].transpose((1, 0)) if ta else a[k][i],
-                      b[k][j].transpose((1, 0)) if tb else b[k][j])
+          wait(MB_A + 3 * h, 3)
+          wait(MB_B + 3 * h, 3)
+        for i, j in PAIRS[:products]:  # (fewer: a probe's floor, wrong numbers)
+          plgpu.wgmma(acc, a[h][i].transpose((1, 0)) if ta else a[h][i],
+                      b[h][j].transpose((1, 0)) if tb else b[h][j])
       plgpu.wgmma_wait(0)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
@@ -164,31 +176,40 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       plgpu.copy_smem_to_gmem(src, dst)
     plgpu.wait_smem_to_gmem(0)
 
-  def send_parts(value, refs, dst):  # dst(i): where part i goes
+  def parts_out(value, refs, dst):  # value's parts into refs, then to dst(i); not waited for
     put(value, refs)
-    send([(refs[i], dst(i)) for i in range(3)])
+    return [(refs[i], dst(i)) for i in range(3)]
 
-  def meet(k):  # The k-th grid barrier of the launch (k traced), then loads may read
-    grid_barrier.barrier(counter.at[0], k * CTAS)
-    grid_barrier.fence_for_copies()
+  def meet(k, name):  # The k-th grid barrier of the launch (k traced), then loads may read
+    with jax.named_scope(name):
+      grid_barrier.barrier(counter.at[0], k * CTAS)
+      grid_barrier.fence_for_copies()
 
-  def update(master, grad, parts_refs, parts_dst):  # master (global) -= lr grad; parts out
+  def updated(grad, parts_refs):  # the float32 tile in ``stage`` less lr grad: its parts into
+    # parts_refs, the new float32 into ``stage``
     wait(MB_MASTER)
     w = _load(stage, wgmma_layout) - lr * grad
     _store(stage, w)
     put(w, parts_refs)
-    send([(stage, master)] + [(parts_refs[i], parts_dst(i)) for i in range(3)])
+    return w
 
-  def phase_a(s, w0, a, b):  # z1[r, n1] = x[r] W0[:, n1]: z1 and h1's parts out
+  def small_refs():  # Three parts of a 64 x 64 operand
+    return [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3
+
+  def fetch_x(s, refs):  # x[s][r]'s parts
     for i in range(3):
-      fetch(xp_in.at[s, i, _block(r1)], a[0][i], MB_CHUNK + i)
-    put(w0, b[0])
+      fetch(xp_in.at[s, i, _block(r1)], refs[i], MB_A + i)
+
+  def phase_a(w0, x, w, h):  # z1[r, n1] = x[r] W0[:, n1] (x[r] fetched by fetch_x, W0's parts
+    # into w): z1 and h1's parts (through h) out
+    put(w0, w)
     plgpu.commit_smem()
-    wait(MB_CHUNK, 3)
-    z1 = product(a, b, chunks=1, fetched=False)
+    wait(MB_A, 3)
+    z1 = product([x], [w], fetched=False)
+    plgpu.wait_smem_to_gmem(0)  # Whatever ``stage`` was sending (W0's float32) is out.
     _store(stage, z1)
-    send([(stage, z1_g.at[_block(r1), _block(n1)])])
-    send_parts(jnp.maximum(z1, 0.0), b[1], lambda i: h1_g.at[i, _block(r1), _block(n1)])
+    send([(stage, z1_g.at[_block(r1), _block(n1)])]
+         + parts_out(jnp.maximum(z1, 0.0), h, lambda i: h1_g.at[i, _block(r1), _block(n1)]))
 
   # Before the first step: every weight tile's owner writes its float32 and parts.
   def first_weights(a, b):
@@ -197,31 +218,32 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         (w2_in, w2_m, w2p_g, b16, a16)):  # W2[n2, n3]: c = 16 n3 + n2
       fetch(src.at[_block(rows), _block(cols)], stage, MB_MASTER)
       wait(MB_MASTER)
-      w = _load(stage, wgmma_layout)
-      put(w, a[0])
+      refs = [ref.at[top] for ref in a[0]]
+      put(_load(stage, wgmma_layout), refs)
       send([(stage, master.at[_block(rows), _block(cols)])]
-           + [(a[0][i], parts_g.at[0, i, _block(rows), _block(cols)]) for i in range(3)])
+           + [(refs[i], parts_g.at[0, i, _block(rows), _block(cols)]) for i in range(3)])
 
     @pl.when(first)
     def _():
       fetch(w0_in.at[:, _block(n1)], stage, MB_MASTER)
       wait(MB_MASTER)
       send([(stage, w0_m.at[r1, :, _block(n1)])])
-  pl.run_scoped(first_weights, *chunk_buffers())
+  pl.run_scoped(first_weights, *buffers(True, True))
   # w3[n3] in every CTA (n3 = c mod 4): the 16 of phase D and E use it
   fetch(w3_in, dw3_in, MB_DW3)
   wait(MB_DW3)
   w3 = _load(dw3_in.at[n1], by_col)
-  meet(1)
+  meet(1, "start")
 
   @pl.when(first)
   def _():
-    def run(a, b):
+    def run(x, w, h):
       fetch(w0_m.at[r1, :, _block(n1)], stage, MB_MASTER)
+      fetch_x(0, x)
       wait(MB_MASTER)
-      phase_a(0, _load(stage, wgmma_layout), a, b)
-    pl.run_scoped(run, *chunk_buffers())
-  meet(2)
+      phase_a(_load(stage, wgmma_layout), x, w, h)
+    pl.run_scoped(run, small_refs(), small_refs(), small_refs())
+  meet(2, "start")
 
   def step(s, w3):
     parity = lax.rem(s, 2)
@@ -229,23 +251,26 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
     # B: z2[r, n2] = h1[r, :] W1[:, n2] (r = a16, n2 = b16); h2's parts out.
     def phase_b(a, b):
-      fetch_chunks(lambda k, i: h1_g.at[i, _block(a16), _block(k)],
-                   lambda k, i: w1p_g.at[parity, i, _block(k), _block(b16)], a, b)
-      z2 = product(a, b)
-      send_parts(jnp.maximum(z2, 0.0), a[0], lambda i: h2_g.at[i, _block(a16), _block(b16)])
+      with jax.named_scope("b"):
+        fetch_operands(lambda i: h1_g.at[i, _block(a16)],
+                       lambda i: w1p_g.at[parity, i, wide, _block(b16)], a, b)
+        z2 = product(a, b)
+        send(parts_out(jnp.maximum(z2, 0.0), [ref.at[top] for ref in b[0]],
+                       lambda i: h2_g.at[i, _block(a16), _block(b16)]))
       return z2
-    z2 = pl.run_scoped(phase_b, *chunk_buffers())
-    meet(k0 + 1)
+    z2 = pl.run_scoped(phase_b, *buffers(False, True))
+    meet(k0 + 1, "barrier_b")
 
     # C: the partial z3[r, n3] over K quarter q: h2[r, q] W2[q, n3].
     def phase_c(a, b):
-      fetch_chunks(lambda k, i: h2_g.at[i, _block(a16), _block(4 * quarter + k)],
-                   lambda k, i: w2p_g.at[parity, i, _block(4 * quarter + k), _block(n_mid)],
-                   a, b)
-      _store(stage, product(a, b))
-      send([(stage, p3_g.at[quarter, _block(a16), _block(n_mid)])])
-    pl.run_scoped(phase_c, *chunk_buffers())
-    meet(k0 + 2)
+      with jax.named_scope("c"):
+        k = pl.ds(pl.multiple_of(quarter * WIDE, WIDE), WIDE)
+        fetch_operands(lambda i: h2_g.at[i, _block(a16), k],
+                       lambda i: w2p_g.at[parity, i, k, _block(n_mid)], a, b)
+        _store(stage, product(a, b))
+        send([(stage, p3_g.at[quarter, _block(a16), _block(n_mid)])])
+    pl.run_scoped(phase_c, *buffers(False, True))
+    meet(k0 + 2, "barrier_c")
 
     # D: z3[r, n3] (kept in ``stage`` until E); h3's partial outputs out.
     @pl.when(first)
@@ -260,8 +285,9 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         _store(stage, z3)
         vec[...] = jnp.sum(jnp.maximum(z3, 0.0) * cols_of(w3), axis=1)
         send([(vec, po_g.at[n1, _block(r1)])])
-      pl.run_scoped(run, plgpu.SMEM((4, T, T), f32))
-    meet(k0 + 3)
+      with jax.named_scope("d"):
+        pl.run_scoped(run, plgpu.SMEM((4, T, T), f32))
+    meet(k0 + 3, "barrier_d")
 
     # E: the outputs and dL/dout; dz3[r, n3]'s parts, the dw3 partial, the outputs out.
     @pl.when(first)
@@ -276,99 +302,133 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
           out = out + _load(po_in.at[n], by_row)
         g_out = (out - _load(y, by_row)) * (2.0 / BATCH)
         z3 = _load(stage, wgmma_layout)
-        send_parts(jnp.where(z3 > 0.0, rows_of(g_out) * cols_of(w3), 0.0), refs,
-                   lambda i: dz3_g.at[i, _block(r1), _block(n1)])
+        pairs = parts_out(jnp.where(z3 > 0.0, rows_of(g_out) * cols_of(w3), 0.0), refs,
+                          lambda i: dz3_g.at[i, _block(r1), _block(n1)])
         vec[...] = jnp.sum(jnp.maximum(z3, 0.0) * rows_of(g_out), axis=0)
-        send([(vec, dw3_g.at[r1, _block(n1)])])
+        send(pairs + [(vec, dw3_g.at[r1, _block(n1)])])
 
         @pl.when(n1 == 0)
         def _():
           vec[...] = out
           send([(vec, out_out.at[s, r1])])
-      pl.run_scoped(run, [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3)
-    meet(k0 + 4)
+      with jax.named_scope("e"):
+        pl.run_scoped(run, [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3)
+    meet(k0 + 4, "barrier_e")
 
-    # F: dh2[r, n2] = dz3[r, :] W2[n2, :]^T, dz2's parts out; W2[n2, n3]'s tile (n2 = b16,
-    # n3 = a16) updated from its gradient h2[:, n2]^T dz3[:, n3]; w3 updated.
+    # F: dh2[r, n2] = dz3[r, :] W2[n2, :]^T, dz2 = [z2 > 0] dh2 (r = a16, n2 = b16); W2[n2, n3]'s
+    # tile (n3 = a16) updated from its gradient h2[:, n2]^T dz3[:, n3]; their parts out; w3.
+    fetch(dw3_g.at[:, _block(n1)], dw3_in, MB_DW3)  # (for w3, at F's end)
+
     def phase_f_dh2(a, b):
-      fetch_chunks(lambda k, i: dz3_g.at[i, _block(a16), _block(k)],
-                   lambda k, i: w2p_g.at[parity, i, _block(b16), _block(k)], a, b)
-      dz2 = jnp.where(z2 > 0.0, product(a, b, tb=True), 0.0)
-      send_parts(dz2, a[0], lambda i: dz2_g.at[i, _block(a16), _block(b16)])
-    pl.run_scoped(phase_f_dh2, *chunk_buffers())
+      with jax.named_scope("f_dh2"):
+        fetch_operands(lambda i: dz3_g.at[i, _block(a16)],
+                       lambda i: w2p_g.at[parity, i, _block(b16)], a, b, tb=True)
+        return jnp.where(z2 > 0.0, product(a, b, tb=True), 0.0)
+    dz2 = pl.run_scoped(phase_f_dh2, *buffers(False, False))
 
     def phase_f_dw2(a, b):
-      fetch(w2_m.at[_block(b16), _block(a16)], stage, MB_MASTER)
-      fetch_chunks(lambda k, i: h2_g.at[i, _block(k), _block(b16)],
-                   lambda k, i: dz3_g.at[i, _block(k), _block(a16)], a, b)
-      update(w2_m.at[_block(b16), _block(a16)], product(a, b, ta=True), a[0],
-             lambda i: w2p_g.at[1 - parity, i, _block(b16), _block(a16)])
-    pl.run_scoped(phase_f_dw2, *chunk_buffers())
-    fetch(dw3_g.at[:, _block(n1)], dw3_in, MB_DW3)
-    wait(MB_DW3)
-    dw3 = _load(dw3_in.at[0], by_col)
-    for q in range(1, 4):  # r order
-      dw3 = dw3 + _load(dw3_in.at[q], by_col)
-    w3 = w3 - lr * dw3
-    meet(k0 + 5)
+      with jax.named_scope("f_dw2"):
+        master = w2_m.at[_block(b16), _block(a16)]
+        fetch(master, stage, MB_MASTER)
+        fetch_operands(lambda i: h2_g.at[i, wide, _block(b16)],
+                       lambda i: dz3_g.at[i, wide, _block(a16)], a, b, ta=True)
+        refs = [ref.at[top] for ref in a[0]]
+        updated(product(a, b, ta=True), refs)
+        send([(stage, master)]
+             + [(refs[i], w2p_g.at[1 - parity, i, _block(b16), _block(a16)]) for i in range(3)]
+             + parts_out(dz2, [ref.at[second] for ref in a[0]],
+                         lambda i: dz2_g.at[i, _block(a16), _block(b16)]))
+    pl.run_scoped(phase_f_dw2, *buffers(True, True))
+    with jax.named_scope("f_w3"):
+      wait(MB_DW3)
+      dw3 = _load(dw3_in.at[0], by_col)
+      for q in range(1, 4):  # r order
+        dw3 = dw3 + _load(dw3_in.at[q], by_col)
+      w3 = w3 - lr * dw3
+    meet(k0 + 5, "barrier_f")
 
     # G: W1[n1, n2]'s tile (n1 = a16, n2 = b16) updated from h1[:, n1]^T dz2[:, n2]; the
     # partial dh1[r, n1] over K quarter q: dz2[r, q] W1[n1, q]^T.
     def phase_g_dw1(a, b):
-      fetch(w1_m.at[_block(a16), _block(b16)], stage, MB_MASTER)
-      fetch_chunks(lambda k, i: h1_g.at[i, _block(k), _block(a16)],
-                   lambda k, i: dz2_g.at[i, _block(k), _block(b16)], a, b)
-      update(w1_m.at[_block(a16), _block(b16)], product(a, b, ta=True), a[0],
-             lambda i: w1p_g.at[1 - parity, i, _block(a16), _block(b16)])
-    pl.run_scoped(phase_g_dw1, *chunk_buffers())
+      with jax.named_scope("g_dw1"):
+        master = w1_m.at[_block(a16), _block(b16)]
+        fetch(master, stage, MB_MASTER)
+        fetch_operands(lambda i: h1_g.at[i, wide, _block(a16)],
+                       lambda i: dz2_g.at[i, wide, _block(b16)], a, b, ta=True)
+        refs = [ref.at[top] for ref in a[0]]
+        updated(product(a, b, ta=True), refs)
+        send([(stage, master)]
+             + [(refs[i], w1p_g.at[1 - parity, i, _block(a16), _block(b16)]) for i in range(3)])
+    pl.run_scoped(phase_g_dw1, *buffers(True, True))
 
     def phase_g_dh1(a, b):
-      fetch_chunks(lambda k, i: dz2_g.at[i, _block(a16), _block(4 * quarter + k)],
-                   lambda k, i: w1p_g.at[parity, i, _block(n_mid), _block(4 * quarter + k)],
-                   a, b)
-      _store(stage, product(a, b, tb=True))
-      send([(stage, p1_g.at[quarter, _block(a16), _block(n_mid)])])
-    pl.run_scoped(phase_g_dh1, *chunk_buffers())
-    meet(k0 + 6)
+      with jax.named_scope("g_dh1"):
+        k = pl.ds(pl.multiple_of(quarter * WIDE, WIDE), WIDE)
+        fetch_operands(lambda i: dz2_g.at[i, _block(a16), k],
+                       lambda i: w1p_g.at[parity, i, _block(n_mid), k], a, b, tb=True)
+        _store(stage, product(a, b, tb=True))
+        send([(stage, p1_g.at[quarter, _block(a16), _block(n_mid)])])
+    pl.run_scoped(phase_g_dh1, *buffers(False, False))
+    meet(k0 + 6, "barrier_g")
 
-    # H: dz1[r, n1] from the four partials of dh1 and z1; its parts out.
+    # H: dz1[r, n1] from the four partials of dh1 and z1 (its parts, in shared memory only);
+    # dW0[:, n1]'s partial over the rows, x[r]^T dz1[r, n1], out.
     @pl.when(first)
     def _():
-      def run(partials, refs):
+      def run(partials, x, refs):
         for q in range(4):
           fetch(p1_g.at[q, _block(r1), _block(n1)], partials.at[q], MB_PARTIAL + q)
         fetch(z1_g.at[_block(r1), _block(n1)], stage, MB_Z1)
+        fetch_x(s, x)
         wait(MB_PARTIAL, 4)
         wait(MB_Z1)
         dh1 = _load(partials.at[0], wgmma_layout)
         for q in range(1, 4):  # q order
           dh1 = dh1 + _load(partials.at[q], wgmma_layout)
-        dz1 = jnp.where(_load(stage, wgmma_layout) > 0.0, dh1, 0.0)
-        send_parts(dz1, refs, lambda i: dz1_g.at[i, _block(r1), _block(n1)])
-      pl.run_scoped(run, plgpu.SMEM((4, T, T), f32),
-                    [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3)
-    meet(k0 + 7)
+        put(jnp.where(_load(stage, wgmma_layout) > 0.0, dh1, 0.0), refs)
+        plgpu.commit_smem()
+        wait(MB_A, 3)
+        _store(stage, product([x], [refs], ta=True, fetched=False))
+        send([(stage, dw0_g.at[r1, :, _block(n1)])])
+      with jax.named_scope("h"):
+        pl.run_scoped(run, plgpu.SMEM((4, T, T), f32), small_refs(), small_refs())
+    meet(k0 + 7, "barrier_h")
 
-    # I: W0[:, n1] updated from x^T dz1[:, n1] (the four CTAs of n1 the same bits); then the
-    # next step's A.
+    # I: W0[:, n1] updated from the four partials of dW0 in r order (the four CTAs of n1 the
+    # same bits); then the next step's A.
     @pl.when(first)
     def _():
-      def run(a, b):
+      def run(partials, x, w, h):
         master = w0_m.at[r1, :, _block(n1)]
         fetch(master, stage, MB_MASTER)
-        fetch_chunks(lambda k, i: xp_in.at[s, i, _block(k)],
-                     lambda k, i: dz1_g.at[i, _block(k), _block(n1)], a, b)
-        dw0 = product(a, b, ta=True)
+        for q in range(4):
+          fetch(dw0_g.at[q, :, _block(n1)], partials.at[q], MB_PARTIAL + q)
+        last = s + 1 == steps
+
+        @pl.when(jnp.logical_not(last))
+        def _():
+          fetch_x(s + 1, x)
+        wait(MB_PARTIAL, 4)
+        dw0 = _load(partials.at[0], wgmma_layout)
+        for q in range(1, 4):  # r order
+          dw0 = dw0 + _load(partials.at[q], wgmma_layout)
         wait(MB_MASTER)
         w0 = _load(stage, wgmma_layout) - lr * dw0
         _store(stage, w0)
-        send([(stage, master)])
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(stage, master)  # (waited for in phase_a, or here)
 
-        @pl.when(s + 1 < steps)
+        @pl.when(last)
         def _():
-          phase_a(s + 1, w0, a, b)
-      pl.run_scoped(run, *chunk_buffers())
-    meet(k0 + 8)
+          plgpu.wait_smem_to_gmem(0)
+
+        @pl.when(jnp.logical_not(last))
+        def _():
+          phase_a(w0, x, w, h)
+      with jax.named_scope("i"):
+        pl.run_scoped(run, plgpu.SMEM((4, T, T), f32), small_refs(), small_refs(),
+                      small_refs())
+    meet(k0 + 8, "barrier_i")
     return w3
 
   w3 = lax.fori_loop(0, steps, step, w3)
@@ -386,46 +446,52 @@ def _swizzled():
 
 
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float):
+def _call(steps: int, lr: float, profile_dir: str | None = None, products: int = len(PAIRS)):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   shape = jax.ShapeDtypeStruct
   _, h1, h2, h3, _ = WIDTHS
+  params = {}
+  if profile_dir:  # (as grid_regression_mgpu sizes it)
+    params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr),
+      functools.partial(_kernel, steps=steps, lr=lr, products=products),
       out_type=(shape((4, T, h1), f32), shape((h1, h2), f32), shape((h2, h3), f32),
                 shape((4, T), f32), shape((steps, 4, T), f32),
                 # The exchanges, read back and dropped: W1's and W2's parts by parity; h1's
                 # parts and z1; h2's parts; the partials of z3; the partial outputs; dz3's
-                # parts; the dw3 partials; dz2's parts; the partials of dh1; dz1's parts.
+                # parts; the dw3 partials; dz2's parts; the partials of dh1 and of dW0.
                 shape((2, 3, h1, h2), bf16), shape((2, 3, h2, h3), bf16),
                 shape((3, BATCH, h1), bf16), shape((BATCH, h1), f32),
                 shape((3, BATCH, h2), bf16), shape((4, BATCH, h3), f32), shape((4, BATCH), f32),
                 shape((3, BATCH, h3), bf16), shape((4, h3), f32),
                 shape((3, BATCH, h2), bf16), shape((4, BATCH, h1), f32),
-                shape((3, BATCH, h1), bf16)),
+                shape((4, T, h1), f32)),
       grid=(CTAS,), grid_names=("cta",),
-      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane,
+                                           **params),
       scratch_types=[
           plgpu.SMEM((T, T), f32),  # a weight tile's float32; a partial; z1; z3 (D to E)
           plgpu.SMEM((T,), f32),  # a vector out
           plgpu.SMEM((T,), f32),  # y[r]
           plgpu.SMEM((4, T), f32),  # the partial outputs
           plgpu.SMEM((4, T), f32),  # the dw3 partials; w3
-          plgpu.Barrier(num_barriers=GROUP),
-          plgpu.Barrier(num_barriers=MBARRIERS - GROUP),
+          plgpu.Barrier(num_barriers=MBARRIERS),
       ])
 
 
-def train_steps(w0, w1, w2, w3, xs, ys, lr: float):
+def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = None,
+                products: int = len(PAIRS)):
   """``steps`` SGD steps in one launch: w0 (32, 256), w1 (256, 1024), w2 (1024, 256), w3 (256,),
   xs (steps, 256, 32), ys (steps, 256) float32. Returns (w0, w1, w2, w3, losses), losses
-  (steps,) each step's mean squared error before its update. Hopper only."""
+  (steps,) each step's mean squared error before its update. Hopper only; ``profile_dir`` adds
+  Mosaic GPU's profiler (a few steps only); ``products`` below len(PAIRS) leaves the smaller
+  products of parts out (wrong numbers: what the rest costs, ``probes.grid_regression --floor``)."""
   steps = xs.shape[0]
   grid_barrier.check_resident_ctas(CTAS)
   xp = jnp.stack(split3(jnp.pad(xs, ((0, 0), (0, 0), (0, T - INPUTS)))), axis=1)
   w0p = jnp.pad(w0, ((0, T - INPUTS), (0, 0)))
-  w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr))(
+  w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr), profile_dir, products)(
       w0p, w1, w2, w3.reshape(4, T), xp, ys.reshape(steps, 4, T))
   sq = jnp.square(outs.reshape(steps, BATCH) - ys)
   return w0m[0, :INPUTS], w1, w2, w3.reshape(-1), jax.vmap(common.fixed_order_mean)(sq)
@@ -434,7 +500,7 @@ def train_steps(w0, w1, w2, w3, xs, ys, lr: float):
 def reference(w0, w1, w2, w3, xs, ys, lr: float):
   """The plain-jnp twin of ``train_steps``: the same steps, products at ``w0``'s dtype's full
   precision, the sums over K quarters (z3, dh1), over unit blocks (the outputs) and over row
-  quarters (dw3) in the kernel's orders."""
+  quarters (dw3, dW0) in the kernel's orders."""
   hi = lax.Precision.HIGHEST
 
   def in_order(parts):  # parts (n, ...) added up in index order
@@ -463,7 +529,8 @@ def reference(w0, w1, w2, w3, xs, ys, lr: float):
     dz1 = jnp.where(z1 > 0, by_quarter(dz2, w1.T), 0.0)
     w2_new = w2 - lr * jnp.dot(h2.T, dz3, precision=hi)
     w1_new = w1 - lr * jnp.dot(h1.T, dz2, precision=hi)
-    w0_new = w0 - lr * jnp.dot(x.T, dz1, precision=hi)
+    w0_new = w0 - lr * in_order(jnp.einsum("qri,qrj->qij", x.reshape(4, T, -1),
+                                           dz1.reshape(4, T, -1), precision=hi))
     return (w0_new, w1_new, w2_new, w3 - lr * dw3), jnp.mean(r * r)
 
   (w0, w1, w2, w3), losses = lax.scan(step, (w0, w1, w2, w3), (xs, ys))
