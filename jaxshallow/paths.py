@@ -87,7 +87,7 @@ MEASURED = {
     # the op kernels 0.42x, 2026-11-26).
     ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "mosaic",
     # 32-256-1024-256-1: xla everywhere; its epoch path on Hopper, the tile kernel
-    # (tile_regression_mgpu), measured 0.89x on an H200 (2026-11-28,
+    # (tile_regression_mgpu, 128 CTAs), measured level with it on an H200 (1.01x, 2026-11-28,
     # docs/bench/2026-11-28g_tile_kernel); the op kernels 0.37x, the grid kernel 0.20x.
     ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "xla",
 }
@@ -174,7 +174,7 @@ def describe(cfg) -> str:
   if cfg.fusion == "epoch":
     return {"grid": "epoch kernel (grid)", "logreg": "epoch kernel (one CTA)",
             "grid_regression": "phase kernel (64 CTAs)",
-            "tile_regression": "phase kernel (64 CTAs, tiles)"}.get(_epoch_kernel_of(cfg),
+            "tile_regression": "phase kernel (128 CTAs, tiles)"}.get(_epoch_kernel_of(cfg),
                                                              "cluster kernel")
   return {"step": "step kernels", "ops": "op kernels",
           "xla": "xla (no Pallas kernel faster)"}[cfg.fusion]
@@ -184,7 +184,7 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
                  precision: str, dtype) -> str:
   """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (thread-block
   clusters, Hopper only), "grid_regression" (the regression net 32-256-256-1 over 64 CTAs,
-  Hopper only), "tile_regression" (32-256-1024-256-1 over 64 CTAs, Hopper only) or "logreg"
+  Hopper only), "tile_regression" (32-256-1024-256-1 over 128 CTAs, Hopper only) or "logreg"
   (softmax regression in one CTA, Hopper only) where one takes it, else "grid" (``mlp_epoch``).
   The regression nets' cluster kernel only in float32: at tf32 and bfloat16 the grid kernel was
   as fast. The MLP's at every precision, with a jax whose

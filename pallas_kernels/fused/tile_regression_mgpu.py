@@ -1,4 +1,4 @@
-"""The regression net 32-256-1024-256-1's epoch over 64 CTAs that meet at grid barriers (Pallas
+"""The regression net 32-256-1024-256-1's epoch over 128 CTAs that meet at grid barriers (Pallas
 Mosaic GPU, Hopper): every product in tiles of 64 x 64, its operands through L2.
 
 The network is 32 -> 256 (ReLU) -> 1024 (ReLU) -> 256 (ReLU) -> 1 with no biases, mean squared
@@ -6,27 +6,29 @@ error and plain SGD, batch 256: the regression workload's three-hidden-layer net
 layers hold 2 MB of weights, and a row quarter's activations of the wide layer are 384 KB as
 bfloat16 parts, more than a CTA's shared memory, so ``grid_regression_mgpu``'s layout (whole
 rows of activations gathered in each CTA) does not fit. Here every product is cut into tiles of
-64 x 64 (wgmma's M, and 128-byte rows) with K = 256, and each CTA computes whole tiles, its
-operands' parts fetched from global memory (L2) as twelve TMA copies of 16 KB, in two halves of
-K (the first half's products run while the second lands). Every CTA owns one tile of W1 and one
-of W2 (their float32 in global memory, their bfloat16
-parts written for the others by step parity) and computes that tile's gradient itself, with K
-the batch: no partial gradients to add up. Products with K = 1024 (z3, dh1) are split in four
-quarters of K over four CTAs, the partials added in order by the next phase. The CTAs of the
-first layer (16: row quarter r, unit block n1) each hold W0[:, n1] and add its gradient up
-from the four row quarters' partials in the same order (the four of a block the same bits). A step, its phases apart by grid barriers:
+64 x 64 (wgmma's M, and 128-byte rows) with K = 256 (or 128), and each CTA computes whole tiles,
+its operands' parts fetched from global memory (L2) as TMA copies of 16 KB, in halves of K of
+128 (the first half's products run while the second lands). The 128 CTAs (one a SM, all
+resident) form two sets of 64: the low set owns a tile of W1 each, the other a tile of W2
+(their float32 in global memory, their bfloat16 parts written for the others by step parity),
+and each computes its tile's gradient itself, with K the batch: no partial gradients to add up.
+Products with K = 1024 (z3, dh1) are split in parts of K over several CTAs (eighths, quarters),
+the partials added in order by the next phase. The CTAs of the first layer (16: row quarter r,
+unit block n1) each hold W0[:, n1] and add its gradient up from the four row quarters'
+partials in the same order (the four of a block the same bits). A step, its phases apart by
+grid barriers:
 
   A  (16 CTAs) z1[r, n1] = x[r] W0[:, n1]: h1's parts out (and z1, kept for dz1)
-  B  z2[r, n2] = h1[r, :] W1[:, n2] (64 CTAs); h2's parts out; z2 kept in registers until F
-  C  the partial z3[r, n3] over K quarter q = h2[r, q] W2[q, n3] out (64 CTAs)
-  D  (16) z3[r, n3] = the four partials in q order; h3's partial outputs, h3 w3[n3], out
+  B  (the low 64) z2[r, n2] = h1[r, :] W1[:, n2]; h2's parts out (and z2, kept for dz2)
+  C  (128) the partial z3[r, n3] over K eighth e = h2[r, e] W2[e, n3] out
+  D  (16) z3[r, n3] = the eight partials in e order; h3's partial outputs, h3 w3[n3], out
   E  (16) the outputs, from the four partials in n3 order; dL/dout; dz3[r, n3]'s parts out,
      dw3's partial over the rows; the outputs
-  F  dh2[r, n2] = dz3[r, :] W2[n2, :]^T, dz2 = [z2 > 0] dh2, its parts out (64);
-     dW2[n2, n3] = h2[:, n2]^T dz3[:, n3]: the tile's owner updates W2's tile, its parts out;
+  F  the low 64: dh2[r, n2] = dz3[r, :] W2[n2, :]^T, dz2 = [z2 > 0] dh2, its parts out; the
+     other 64: dW2[n2, n3] = h2[:, n2]^T dz3[:, n3], W2's tile updated, its parts out; all:
      w3 from the four dw3 partials
-  G  dW1[n1, n2] = h1[:, n1]^T dz2[:, n2], W1's tile updated, its parts out (64); the partial
-     dh1[r, n1] over quarter q of K = dz2[r, q] W1[n1, q]^T out
+  G  the low 64: dW1[n1, n2] = h1[:, n1]^T dz2[:, n2], W1's tile updated, its parts out; the
+     other 64: the partial dh1[r, n1] over quarter q of K = dz2[r, q] W1[n1, q]^T out
   H  (16) dh1[r, n1] = the four partials in q order, dz1 = [z1 > 0] dh1; dW0[:, n1]'s partial
      over the rows, x[r]^T dz1[r, n1], out
   I  (16) dW0[:, n1] = the four partials in r order, W0[:, n1] updated; then the next step's A
@@ -59,16 +61,18 @@ BATCH = 256
 INPUTS = 32
 WIDTHS = (INPUTS, 256, 1024, 256, 1)
 T = 64  # A tile's side: wgmma's M, and 64 bfloat16 = 128-byte rows
-CTAS = 64
+CTAS = 128  # Two sets of 64: F's and G's two products run side by side, one on each
 # The jax versions it was checked with on a GPU against float64 (check_kernels
 # --only=tile_regression); with others the trainer keeps xla's path.
 CHECKED = ((0, 11), (0, 12))
 WIDE = 256  # A product's K (the batch, or a quarter of the wide layer's 1024)
 HALF = WIDE // 2  # Operands come in two halves of K: the first's products run as the second lands
+EIGHTHS = 8  # C splits the wide layer's K (1024) in eighths over all 128 CTAs
 # The TMA loads' mbarriers: a product's A and B (two halves of three parts each), a weight
-# tile's float32, the four partial tiles, z1, y, the partial outputs, the dw3 partials.
-MB_A, MB_B, MB_MASTER, MB_PARTIAL, MB_Z1, MB_Y, MB_OUT, MB_DW3 = 0, 6, 12, 13, 17, 18, 19, 20
-MBARRIERS = 21
+# tile's float32, the (up to eight) partial tiles, z1 or z2, y, the partial outputs, the dw3
+# partials.
+MB_A, MB_B, MB_MASTER, MB_PARTIAL, MB_Z, MB_Y, MB_OUT, MB_DW3 = 0, 6, 12, 13, 21, 22, 23, 24
+MBARRIERS = 25
 PHASES = ("b", "barrier_b", "c", "barrier_c", "d", "barrier_d", "e", "barrier_e", "f_dh2",
           "f_dw2", "f_w3", "barrier_f", "g_dw1", "g_dh1", "barrier_g", "h", "barrier_h", "i",
           "barrier_i")  # For the profiler
@@ -100,7 +104,7 @@ def _block(i):  # Tile i along an axis; a traced i said to be a multiple (Mosaic
 
 def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
             w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
-            w1p_g, w2p_g, h1_g, z1_g, h2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
+            w1p_g, w2p_g, h1_g, z1_g, h2_g, z2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
             stage, vec, y, po_in, dw3_in, mb, *, steps: int, lr: float, products: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
@@ -109,12 +113,14 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (64,): one value a column
   counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))
   c = lax.axis_index("cta")
+  low = c < 64  # The set of B, F's dh2 and G's dW1; the other runs F's dW2 and G's dh1
   first = c < 16  # The CTAs of phases A, D, E, H and I
-  # Each phase's tile, by CTA (c = 16 a + b).
-  a16, b16 = lax.div(c, 16), lax.rem(c, 16)
+  # Each phase's tile, by CTA (c mod 64 = 16 a + b).
+  a16, b16 = lax.div(lax.rem(c, 64), 16), lax.rem(c, 16)
   r1, n1 = lax.div(lax.rem(c, 16), 4), lax.rem(c, 4)  # A, H, I: (r, n1); D, E: (r, n3)
-  quarter = lax.rem(c, 4)  # C, G: the quarter of K
-  n_mid = lax.rem(lax.div(c, 4), 4)  # C: n3; G: n1
+  quarter = lax.rem(c, 4)  # G: the quarter of K
+  n_mid = lax.rem(lax.div(c, 4), 4)  # G: n1
+  r8, n8, eighth = lax.div(c, 32), lax.rem(lax.div(c, 8), 4), lax.rem(c, 8)  # C: (r, n3, e)
   wide = pl.ds(0, WIDE)  # A whole K of 256, or all the rows of the batch
   top, second = _block(0), _block(1)  # Rows of a (128, 64) buffer, for 64 x 64 operands
 
@@ -127,11 +133,11 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   def parts_of(v):
     return split3_in_kernel(v, ptx=True)
 
-  def buffers(a_tall: bool, b_tall: bool):  # A's and B's three parts in two halves of K, 16
-    # KB each: (128, 64) where tall (K the rows), else (64, 128)
+  def buffers(a_tall: bool, b_tall: bool, halves: int = 2):  # A's and B's three parts in
+    # halves of K (128), 16 KB each: (128, 64) where tall (K the rows), else (64, 128)
     shape = lambda tall: (HALF, T) if tall else (T, HALF)
-    return ([[plgpu.SMEM(shape(a_tall), bf16, transforms=swizzled)] * 3 for _ in range(2)],
-            [[plgpu.SMEM(shape(b_tall), bf16, transforms=swizzled)] * 3 for _ in range(2)])
+    return ([[plgpu.SMEM(shape(a_tall), bf16, transforms=swizzled)] * 3 for _ in range(halves)],
+            [[plgpu.SMEM(shape(b_tall), bf16, transforms=swizzled)] * 3 for _ in range(halves)])
 
   def fetch(src, dst, slot):
     plgpu.copy_gmem_to_smem(src, dst, mb.at[slot])
@@ -146,7 +152,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
   def fetch_operands(a_src, b_src, a, b, ta=False, tb=False):  # a_src(i): A's part i in
     # global memory; A is tall where transposed, B where not
-    for h in range(2):
+    for h in range(len(a)):
       for i in range(3):
         fetch(half(a_src(i), h, ta), a[h][i], MB_A + 3 * h + i)
         fetch(half(b_src(i), h, not tb), b[h][i], MB_B + 3 * h + i)
@@ -213,15 +219,17 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
   # Before the first step: every weight tile's owner writes its float32 and parts.
   def first_weights(a, b):
-    for src, master, parts_g, rows, cols in (
-        (w1_in, w1_m, w1p_g, a16, b16),  # W1[n1, n2]: c = 16 n1 + n2
-        (w2_in, w2_m, w2p_g, b16, a16)):  # W2[n2, n3]: c = 16 n3 + n2
-      fetch(src.at[_block(rows), _block(cols)], stage, MB_MASTER)
-      wait(MB_MASTER)
-      refs = [ref.at[top] for ref in a[0]]
-      put(_load(stage, wgmma_layout), refs)
-      send([(stage, master.at[_block(rows), _block(cols)])]
-           + [(refs[i], parts_g.at[0, i, _block(rows), _block(cols)]) for i in range(3)])
+    for owner, src, master, parts_g, rows, cols in (
+        (low, w1_in, w1_m, w1p_g, a16, b16),  # W1[n1, n2]: c = 16 n1 + n2
+        (jnp.logical_not(low), w2_in, w2_m, w2p_g, b16, a16)):  # W2[n2, n3]: c = 64 + 16 n3 + n2
+      @pl.when(owner)
+      def _():
+        fetch(src.at[_block(rows), _block(cols)], stage, MB_MASTER)
+        wait(MB_MASTER)
+        refs = [ref.at[top] for ref in a[0]]
+        put(_load(stage, wgmma_layout), refs)
+        send([(stage, master.at[_block(rows), _block(cols)])]
+             + [(refs[i], parts_g.at[0, i, _block(rows), _block(cols)]) for i in range(3)])
 
     @pl.when(first)
     def _():
@@ -249,44 +257,48 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     parity = lax.rem(s, 2)
     k0 = 2 + BARRIERS_PER_STEP * s  # The barriers before this step's
 
-    # B: z2[r, n2] = h1[r, :] W1[:, n2] (r = a16, n2 = b16); h2's parts out.
-    def phase_b(a, b):
-      with jax.named_scope("b"):
+    # B: z2[r, n2] = h1[r, :] W1[:, n2] (r = a16, n2 = b16); z2 (kept for F) and h2's parts
+    # out.
+    @pl.when(low)
+    def _():
+      def phase_b(a, b):
         fetch_operands(lambda i: h1_g.at[i, _block(a16)],
                        lambda i: w1p_g.at[parity, i, wide, _block(b16)], a, b)
         z2 = product(a, b)
-        send(parts_out(jnp.maximum(z2, 0.0), [ref.at[top] for ref in b[0]],
-                       lambda i: h2_g.at[i, _block(a16), _block(b16)]))
-      return z2
-    z2 = pl.run_scoped(phase_b, *buffers(False, True))
+        _store(stage, z2)
+        send([(stage, z2_g.at[_block(a16), _block(b16)])]
+             + parts_out(jnp.maximum(z2, 0.0), [ref.at[top] for ref in b[0]],
+                         lambda i: h2_g.at[i, _block(a16), _block(b16)]))
+      with jax.named_scope("b"):
+        pl.run_scoped(phase_b, *buffers(False, True))
     meet(k0 + 1, "barrier_b")
 
-    # C: the partial z3[r, n3] over K quarter q: h2[r, q] W2[q, n3].
+    # C: the partial z3[r, n3] over K eighth e: h2[r, e] W2[e, n3] (all 128 CTAs).
     def phase_c(a, b):
       with jax.named_scope("c"):
-        k = pl.ds(pl.multiple_of(quarter * WIDE, WIDE), WIDE)
-        fetch_operands(lambda i: h2_g.at[i, _block(a16), k],
-                       lambda i: w2p_g.at[parity, i, k, _block(n_mid)], a, b)
+        k = pl.ds(pl.multiple_of(eighth * HALF, HALF), HALF)
+        fetch_operands(lambda i: h2_g.at[i, _block(r8), k],
+                       lambda i: w2p_g.at[parity, i, k, _block(n8)], a, b)
         _store(stage, product(a, b))
-        send([(stage, p3_g.at[quarter, _block(a16), _block(n_mid)])])
-    pl.run_scoped(phase_c, *buffers(False, True))
+        send([(stage, p3_g.at[eighth, _block(r8), _block(n8)])])
+    pl.run_scoped(phase_c, *buffers(False, True, halves=1))
     meet(k0 + 2, "barrier_c")
 
     # D: z3[r, n3] (kept in ``stage`` until E); h3's partial outputs out.
     @pl.when(first)
     def _():
       def run(partials):
-        for q in range(4):
-          fetch(p3_g.at[q, _block(r1), _block(n1)], partials.at[q], MB_PARTIAL + q)
-        wait(MB_PARTIAL, 4)
+        for e in range(EIGHTHS):
+          fetch(p3_g.at[e, _block(r1), _block(n1)], partials.at[e], MB_PARTIAL + e)
+        wait(MB_PARTIAL, EIGHTHS)
         z3 = _load(partials.at[0], wgmma_layout)
-        for q in range(1, 4):  # q order: the same bits in every run
-          z3 = z3 + _load(partials.at[q], wgmma_layout)
+        for e in range(1, EIGHTHS):  # e order: the same bits in every run
+          z3 = z3 + _load(partials.at[e], wgmma_layout)
         _store(stage, z3)
         vec[...] = jnp.sum(jnp.maximum(z3, 0.0) * cols_of(w3), axis=1)
         send([(vec, po_g.at[n1, _block(r1)])])
       with jax.named_scope("d"):
-        pl.run_scoped(run, plgpu.SMEM((4, T, T), f32))
+        pl.run_scoped(run, plgpu.SMEM((EIGHTHS, T, T), f32))
     meet(k0 + 3, "barrier_d")
 
     # E: the outputs and dL/dout; dz3[r, n3]'s parts, the dw3 partial, the outputs out.
@@ -315,19 +327,30 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         pl.run_scoped(run, [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3)
     meet(k0 + 4, "barrier_e")
 
-    # F: dh2[r, n2] = dz3[r, :] W2[n2, :]^T, dz2 = [z2 > 0] dh2 (r = a16, n2 = b16); W2[n2, n3]'s
-    # tile (n3 = a16) updated from its gradient h2[:, n2]^T dz3[:, n3]; their parts out; w3.
+    # F: the low set: dh2[r, n2] = dz3[r, :] W2[n2, :]^T, dz2 = [z2 > 0] dh2 (r = a16,
+    # n2 = b16), its parts out; the other: W2[n2, n3]'s tile (n3 = a16) updated from its
+    # gradient h2[:, n2]^T dz3[:, n3], its parts out; every CTA: w3.
     fetch(dw3_g.at[:, _block(n1)], dw3_in, MB_DW3)  # (for w3, at F's end)
 
-    def phase_f_dh2(a, b):
-      with jax.named_scope("f_dh2"):
+    @pl.when(low)
+    def _():
+      def phase_f_dh2(a, b):
+        fetch(z2_g.at[_block(a16), _block(b16)], stage, MB_Z)
         fetch_operands(lambda i: dz3_g.at[i, _block(a16)],
                        lambda i: w2p_g.at[parity, i, _block(b16)], a, b, tb=True)
-        return jnp.where(z2 > 0.0, product(a, b, tb=True), 0.0)
-    dz2 = pl.run_scoped(phase_f_dh2, *buffers(False, False))
+        dh2 = product(a, b, tb=True)
+        wait(MB_Z)
+        return jnp.where(_load(stage, wgmma_layout) > 0.0, dh2, 0.0)
 
-    def phase_f_dw2(a, b):
-      with jax.named_scope("f_dw2"):
+      def send_dz2(refs):
+        send(parts_out(dz2, refs, lambda i: dz2_g.at[i, _block(a16), _block(b16)]))
+      with jax.named_scope("f_dh2"):
+        dz2 = pl.run_scoped(phase_f_dh2, *buffers(False, False))
+        pl.run_scoped(send_dz2, small_refs())
+
+    @pl.when(jnp.logical_not(low))
+    def _():
+      def phase_f_dw2(a, b):
         master = w2_m.at[_block(b16), _block(a16)]
         fetch(master, stage, MB_MASTER)
         fetch_operands(lambda i: h2_g.at[i, wide, _block(b16)],
@@ -335,10 +358,9 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         refs = [ref.at[top] for ref in a[0]]
         updated(product(a, b, ta=True), refs)
         send([(stage, master)]
-             + [(refs[i], w2p_g.at[1 - parity, i, _block(b16), _block(a16)]) for i in range(3)]
-             + parts_out(dz2, [ref.at[second] for ref in a[0]],
-                         lambda i: dz2_g.at[i, _block(a16), _block(b16)]))
-    pl.run_scoped(phase_f_dw2, *buffers(True, True))
+             + [(refs[i], w2p_g.at[1 - parity, i, _block(b16), _block(a16)]) for i in range(3)])
+      with jax.named_scope("f_dw2"):
+        pl.run_scoped(phase_f_dw2, *buffers(True, True))
     with jax.named_scope("f_w3"):
       wait(MB_DW3)
       dw3 = _load(dw3_in.at[0], by_col)
@@ -347,10 +369,11 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       w3 = w3 - lr * dw3
     meet(k0 + 5, "barrier_f")
 
-    # G: W1[n1, n2]'s tile (n1 = a16, n2 = b16) updated from h1[:, n1]^T dz2[:, n2]; the
-    # partial dh1[r, n1] over K quarter q: dz2[r, q] W1[n1, q]^T.
-    def phase_g_dw1(a, b):
-      with jax.named_scope("g_dw1"):
+    # G: the low set: W1[n1, n2]'s tile (n1 = a16, n2 = b16) updated from h1[:, n1]^T
+    # dz2[:, n2]; the other: the partial dh1[r, n1] over K quarter q, dz2[r, q] W1[n1, q]^T.
+    @pl.when(low)
+    def _():
+      def phase_g_dw1(a, b):
         master = w1_m.at[_block(a16), _block(b16)]
         fetch(master, stage, MB_MASTER)
         fetch_operands(lambda i: h1_g.at[i, wide, _block(a16)],
@@ -359,16 +382,19 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         updated(product(a, b, ta=True), refs)
         send([(stage, master)]
              + [(refs[i], w1p_g.at[1 - parity, i, _block(a16), _block(b16)]) for i in range(3)])
-    pl.run_scoped(phase_g_dw1, *buffers(True, True))
+      with jax.named_scope("g_dw1"):
+        pl.run_scoped(phase_g_dw1, *buffers(True, True))
 
-    def phase_g_dh1(a, b):
-      with jax.named_scope("g_dh1"):
+    @pl.when(jnp.logical_not(low))
+    def _():
+      def phase_g_dh1(a, b):
         k = pl.ds(pl.multiple_of(quarter * WIDE, WIDE), WIDE)
         fetch_operands(lambda i: dz2_g.at[i, _block(a16), k],
                        lambda i: w1p_g.at[parity, i, _block(n_mid), k], a, b, tb=True)
         _store(stage, product(a, b, tb=True))
         send([(stage, p1_g.at[quarter, _block(a16), _block(n_mid)])])
-    pl.run_scoped(phase_g_dh1, *buffers(False, False))
+      with jax.named_scope("g_dh1"):
+        pl.run_scoped(phase_g_dh1, *buffers(False, False))
     meet(k0 + 6, "barrier_g")
 
     # H: dz1[r, n1] from the four partials of dh1 and z1 (its parts, in shared memory only);
@@ -378,10 +404,10 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       def run(partials, x, refs):
         for q in range(4):
           fetch(p1_g.at[q, _block(r1), _block(n1)], partials.at[q], MB_PARTIAL + q)
-        fetch(z1_g.at[_block(r1), _block(n1)], stage, MB_Z1)
+        fetch(z1_g.at[_block(r1), _block(n1)], stage, MB_Z)
         fetch_x(s, x)
         wait(MB_PARTIAL, 4)
-        wait(MB_Z1)
+        wait(MB_Z)
         dh1 = _load(partials.at[0], wgmma_layout)
         for q in range(1, 4):  # q order
           dh1 = dh1 + _load(partials.at[q], wgmma_layout)
@@ -459,11 +485,12 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
       out_type=(shape((4, T, h1), f32), shape((h1, h2), f32), shape((h2, h3), f32),
                 shape((4, T), f32), shape((steps, 4, T), f32),
                 # The exchanges, read back and dropped: W1's and W2's parts by parity; h1's
-                # parts and z1; h2's parts; the partials of z3; the partial outputs; dz3's
-                # parts; the dw3 partials; dz2's parts; the partials of dh1 and of dW0.
+                # parts and z1; h2's parts and z2; the partials of z3; the partial outputs;
+                # dz3's parts; the dw3 partials; dz2's parts; the partials of dh1 and of dW0.
                 shape((2, 3, h1, h2), bf16), shape((2, 3, h2, h3), bf16),
                 shape((3, BATCH, h1), bf16), shape((BATCH, h1), f32),
-                shape((3, BATCH, h2), bf16), shape((4, BATCH, h3), f32), shape((4, BATCH), f32),
+                shape((3, BATCH, h2), bf16), shape((BATCH, h2), f32),
+                shape((EIGHTHS, BATCH, h3), f32), shape((4, BATCH), f32),
                 shape((3, BATCH, h3), bf16), shape((4, h3), f32),
                 shape((3, BATCH, h2), bf16), shape((4, BATCH, h1), f32),
                 shape((4, T, h1), f32)),
@@ -499,16 +526,16 @@ def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = Non
 
 def reference(w0, w1, w2, w3, xs, ys, lr: float):
   """The plain-jnp twin of ``train_steps``: the same steps, products at ``w0``'s dtype's full
-  precision, the sums over K quarters (z3, dh1), over unit blocks (the outputs) and over row
-  quarters (dw3, dW0) in the kernel's orders."""
+  precision, the sums over parts of K (z3's eighths, dh1's quarters), over unit blocks (the
+  outputs) and over row quarters (dw3, dW0) in the kernel's orders."""
   hi = lax.Precision.HIGHEST
 
   def in_order(parts):  # parts (n, ...) added up in index order
     return functools.reduce(jnp.add, [parts[i] for i in range(parts.shape[0])])
 
-  def by_quarter(a, b):  # a b as the sum over K quarters, in order
-    a = a.reshape(a.shape[0], 4, -1).transpose(1, 0, 2)
-    b = b.reshape(4, -1, b.shape[1])
+  def by_parts(a, b, n):  # a b as the sum over n equal parts of K, in order
+    a = a.reshape(a.shape[0], n, -1).transpose(1, 0, 2)
+    b = b.reshape(n, -1, b.shape[1])
     return in_order(jnp.einsum("qrk,qkn->qrn", a, b, precision=hi))
 
   def step(carry, xy):
@@ -518,7 +545,7 @@ def reference(w0, w1, w2, w3, xs, ys, lr: float):
     h1 = jnp.maximum(z1, 0.0)
     z2 = jnp.dot(h1, w1, precision=hi)
     h2 = jnp.maximum(z2, 0.0)
-    z3 = by_quarter(h2, w2)
+    z3 = by_parts(h2, w2, EIGHTHS)
     h3 = jnp.maximum(z3, 0.0)
     out = in_order(jnp.sum((h3 * w3).reshape(BATCH, 4, T), axis=2).T)
     r = out - y
@@ -526,7 +553,7 @@ def reference(w0, w1, w2, w3, xs, ys, lr: float):
     dz3 = jnp.where(z3 > 0, g_out[:, None] * w3, 0.0)
     dw3 = in_order(jnp.sum((h3 * g_out[:, None]).reshape(4, T, -1), axis=1))
     dz2 = jnp.where(z2 > 0, jnp.dot(dz3, w2.T, precision=hi), 0.0)
-    dz1 = jnp.where(z1 > 0, by_quarter(dz2, w1.T), 0.0)
+    dz1 = jnp.where(z1 > 0, by_parts(dz2, w1.T, 4), 0.0)
     w2_new = w2 - lr * jnp.dot(h2.T, dz3, precision=hi)
     w1_new = w1 - lr * jnp.dot(h1.T, dz2, precision=hi)
     w0_new = w0 - lr * in_order(jnp.einsum("qri,qrj->qij", x.reshape(4, T, -1),
