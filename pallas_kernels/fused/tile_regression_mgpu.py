@@ -197,7 +197,6 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     w = _load(stage, wgmma_layout) - lr * grad
     _store(stage, w)
     put(w, parts_refs)
-    return w
 
   def small_refs():  # Three parts of a 64 x 64 operand
     return [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3
