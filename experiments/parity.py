@@ -25,6 +25,11 @@ one process for all, the table (PARITY.md, parity.json) written again after each
 a run cut short keeps what it measured; ``--merge`` joins the tables of several runs (a later
 run's point replaces an earlier one's).
 
+``--float64_cache=DIR`` keeps each float64 run (its state before each epoch and its epoch
+losses, by network, seed and epochs) and reads it back in later runs; ``--float64_only`` trains
+and keeps those runs alone, no impl: the NumPy runs, the slow part (about 90 s a seed-epoch for
+the CNN), then take a CPU instead of the GPU's time.
+
 XLA runs with ``--xla_gpu_deterministic_ops=true`` here (unless XLA_FLAGS already sets it):
 without it the xla reference took different float32 trajectories in different processes
 (XLA's per-process autotuning, probably), so a lockstep verdict changed from run to run.
@@ -40,6 +45,8 @@ if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):  # Before
 from absl import flags
 
 import dataclasses
+import hashlib
+import io
 import json
 import pathlib
 import time
@@ -66,6 +73,11 @@ _POINT = flags.DEFINE_list("point", None, "Train this point of the breadth grid 
 _OUT = flags.DEFINE_string("out", None, "Write the comparison as JSON to this file.")
 _OUT_DIR = flags.DEFINE_string("out_dir", None, "Several points: write PARITY.md and "
                                "parity.json here, again after each point.")
+_CACHE = flags.DEFINE_string("float64_cache", None, "--reference=float64: keep the float64 runs "
+                             "in this folder and read them back where kept (by network, seed "
+                             "and epochs).")
+_ONLY64 = flags.DEFINE_bool("float64_only", False, "With --float64_cache: train and keep the "
+                            "float64 runs alone (no impl; a CPU will do).")
 _MERGE = flags.DEFINE_list("merge", [], "Train nothing: one PARITY.md and parity.json in "
                            "--out_dir from these parity.json files (of --out_dir runs).")
 # The flags that still apply with --point (the rest are the point's).
@@ -111,18 +123,62 @@ def as_float32(tree):
   return [{k: np.asarray(v, np.float32) for k, v in layer.items()} for layer in tree]
 
 
-def float64_distances(cfgs, seeds, log=print) -> dict:
+# What the float64 run depends on (the cache's key): the network, its data and its training.
+FLOAT64_KEY = ("model", "dataset", "epochs", "batch_size", "lr", "optimizer", "momentum",
+               "hidden", "bias", "seed", "train_limit", "holdout")
+
+
+def float64_run(base, seed: int, ds, cache_dir: str | None, log=print):
+  """The NumPy float64 run of ``base`` at ``seed``: its state before each epoch and each
+  epoch's loss, read from ``cache_dir`` where a run of the same network, seed and epochs was
+  kept, else trained (and kept there)."""
+  import jax
+  cfg = dataclasses.replace(base, seed=seed, impl="numpy", numpy_dtype="float64",
+                            precision="float32", fusion=None, blocks=None)
+  exact = trainers.make_trainer(cfg, ds)
+  key = json.dumps({k: getattr(cfg, k) for k in FLOAT64_KEY}, sort_keys=True, default=str)
+  path = (pathlib.Path(cache_dir) / f"float64_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+          f".npz") if cache_dir else None
+  structure = jax.tree.structure(exact.get_state())
+  if path is not None and path.exists():
+    with np.load(path) as kept:
+      if str(kept["key"]) == key:
+        n = structure.num_leaves
+        states = [structure.unflatten([kept[f"e{e}_{i}"] for i in range(n)])
+                  for e in range(base.epochs)]
+        log(f"seed {seed}: the float64 run from {path}")
+        return states, [float(v) for v in kept["losses"]]
+  states, losses = [], []
+  for e in range(base.epochs):
+    states.append(exact.get_state())
+    losses.append(exact.run_epoch(e))
+  if path is not None:
+    leaves = {f"e{e}_{i}": np.asarray(v) for e, st in enumerate(states)
+              for i, v in enumerate(jax.tree.leaves(st))}
+    data = io.BytesIO()
+    np.savez(data, key=key, losses=np.asarray(losses), **leaves)
+    files.write_atomically(path, data.getvalue())
+    log(f"seed {seed}: the float64 run kept in {path}")
+  return states, losses
+
+
+def float64_distances(cfgs, seeds, log=print, cache_dir: str | None = None,
+                      only64: bool = False) -> dict | None:
   """Each epoch, both impls of ``cfgs`` start from the float64 run's state; the distance of
-  each one's epoch loss from the float64 epoch's. One compile an impl, reused by every seed."""
+  each one's epoch loss from the float64 epoch's. One compile an impl, reused by every seed.
+  ``only64``: the float64 runs alone, kept in ``cache_dir``; returns None."""
   base = cfgs[0]
   compiled, rows = {}, []
+  if only64:
+    for seed in seeds:
+      float64_run(base, seed, runner.load_data(dataclasses.replace(base, seed=seed)),
+                  cache_dir, log)
+    return None
   log(f"{'seed':>4} {'epoch':>5} {'float64':>12} {'d ' + cfgs[0].impl:>10} "
       f"{'d ' + cfgs[1].impl:>10} {'ratio':>7}  ok")
   for seed in seeds:
     ds = runner.load_data(dataclasses.replace(base, seed=seed))
-    exact = trainers.make_trainer(dataclasses.replace(
-        base, seed=seed, impl="numpy", numpy_dtype="float64", precision="float32", fusion=None,
-        blocks=None), ds)
+    states, losses = float64_run(base, seed, ds, cache_dir, log)
     checked = []
     for cfg in cfgs:
       t = trainers.make_trainer(dataclasses.replace(cfg, seed=seed, epochs_per_call=1), ds)
@@ -133,9 +189,9 @@ def float64_distances(cfgs, seeds, log=print) -> dict:
         compiled[cfg.impl] = t.fn
       checked.append(t)
     for e in range(base.epochs):
-      params, leaves = exact.get_state()
+      params, leaves = states[e]
       state = (as_float32(params), [np.asarray(v, np.float32) for v in leaves])
-      loss64 = exact.run_epoch(e)
+      loss64 = losses[e]
       d = []
       for t in checked:
         t.set_state(state)
@@ -205,7 +261,7 @@ def sweep(names, seeds, out_dir: pathlib.Path) -> bool:
   for name in names:
     print(f"== {name}", flush=True)
     cfgs = configs(name)
-    r = float64_distances(cfgs, seeds or [cfgs[0].seed])
+    r = float64_distances(cfgs, seeds or [cfgs[0].seed], cache_dir=_CACHE.value)
     points.append(dict(point=name, path=paths.describe(paths.resolve(cfgs[1])),
                        epochs=cfgs[0].epochs, seeds=sorted({row["seed"] for row in r["rows"]}),
                        **r))
@@ -277,10 +333,22 @@ def main(argv):
   if flags.FLAGS["tolerance"].present and _REFERENCE.value == "float64":
     raise config.ConfigError("--tolerance applies to --reference=impl (float64's bound is twice "
                              "the first impl's distance)")
+  if (_CACHE.value or _ONLY64.value) and _REFERENCE.value != "float64":
+    raise config.ConfigError("--float64_cache and --float64_only take --reference=float64")
+  if _ONLY64.value and not _CACHE.value:
+    raise config.ConfigError("--float64_only keeps the float64 runs in --float64_cache: give it")
+  if _ONLY64.value and (_OUT.value or _OUT_DIR.value):
+    raise config.ConfigError("--float64_only writes no comparison: leave --out and --out_dir "
+                             "out")
   seeds = cli.ints("seeds", _SEEDS.value, low=0) if _SEEDS.value else None
   if why := next(filter(None, (config.seed_problem("--seeds", s) for s in seeds or ())), None):
     raise config.ConfigError(why)
   names = point_names()
+  if _ONLY64.value:  # The float64 runs of every point and seed, kept; no impl trains.
+    for name in names or [None]:
+      cfgs = configs(name)
+      float64_distances(cfgs, seeds or [cfgs[0].seed], cache_dir=_CACHE.value, only64=True)
+    return
   if _OUT_DIR.value is None and names and len(names) > 1:
     raise config.ConfigError("several points write their table to --out_dir: give it")
   if _OUT_DIR.value is not None and _REFERENCE.value != "float64":
@@ -298,7 +366,7 @@ def main(argv):
     cli.writable(pathlib.Path(_OUT_DIR.value) / "parity.json", "--out_dir")
     sys.exit(0 if sweep(names, seeds, pathlib.Path(_OUT_DIR.value)) else 1)
   if _REFERENCE.value == "float64":
-    result = float64_distances(cfgs, seeds or [cfgs[0].seed])
+    result = float64_distances(cfgs, seeds or [cfgs[0].seed], cache_dir=_CACHE.value)
   else:
     result = compare(*cfgs)
   if _REFERENCE.value == "impl":

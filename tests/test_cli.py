@@ -152,6 +152,25 @@ def test_parity_of_several_points_writes_a_table_and_merges(tmp_path):
   assert table.count("| regression ") == 2 and "--merge=<2 runs>" in table
 
 
+def test_parity_float64_runs_kept_and_read_back(tmp_path):
+  """--float64_only trains the float64 runs alone and keeps them in --float64_cache (a CPU's
+  work); a later check reads them back instead of training them, with the same distances as a
+  run without the cache."""
+  common = ["--reference=float64", "--point=regression small", "--seeds=0,1", "--epochs=2"]
+  cache = tmp_path / "cache"
+  p = run_cli(*common, f"--float64_cache={cache}", "--float64_only", script="experiments.parity")
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert len(list(cache.glob("float64_*.npz"))) == 2 and "kept in" in p.stdout
+  runs = {}
+  for name, extra in (("cached", [f"--float64_cache={cache}"]), ("fresh", [])):
+    out = tmp_path / f"{name}.json"
+    p = run_cli(*common, *extra, f"--out={out}", script="experiments.parity")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert ("the float64 run from" in p.stdout) == (name == "cached")
+    runs[name] = json.loads(out.read_text())["rows"]
+  assert runs["cached"] == runs["fresh"]
+
+
 def test_parity_refuses_an_unknown_point():
   p = run_cli("--reference=float64", "--point=nope", script="experiments.parity")
   assert p.returncode != 0 and "unknown grid points 'nope'" in p.stderr
