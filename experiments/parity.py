@@ -162,18 +162,12 @@ def float64_run(base, seed: int, ds, cache_dir: str | None, log=print):
   return states, losses
 
 
-def float64_distances(cfgs, seeds, log=print, cache_dir: str | None = None,
-                      only64: bool = False) -> dict | None:
-  """Each epoch, both impls of ``cfgs`` start from the float64 run's state; the distance of
-  each one's epoch loss from the float64 epoch's. One compile an impl, reused by every seed.
-  ``only64``: the float64 runs alone, kept in ``cache_dir``; returns None."""
+def float64_distances(cfgs, seeds, log=print, cache_dir: str | None = None) -> dict:
+  """Each epoch, both impls of ``cfgs`` start from the float64 run's state (``float64_run``);
+  the distance of each one's epoch loss from the float64 epoch's. One compile an impl, reused by
+  every seed."""
   base = cfgs[0]
   compiled, rows = {}, []
-  if only64:
-    for seed in seeds:
-      float64_run(base, seed, runner.load_data(dataclasses.replace(base, seed=seed)),
-                  cache_dir, log)
-    return None
   log(f"{'seed':>4} {'epoch':>5} {'float64':>12} {'d ' + cfgs[0].impl:>10} "
       f"{'d ' + cfgs[1].impl:>10} {'ratio':>7}  ok")
   for seed in seeds:
@@ -346,8 +340,10 @@ def main(argv):
   names = point_names()
   if _ONLY64.value:  # The float64 runs of every point and seed, kept; no impl trains.
     for name in names or [None]:
-      cfgs = configs(name)
-      float64_distances(cfgs, seeds or [cfgs[0].seed], cache_dir=_CACHE.value, only64=True)
+      base = configs(name)[0]
+      for seed in seeds or [base.seed]:
+        float64_run(base, seed, runner.load_data(dataclasses.replace(base, seed=seed)),
+                    _CACHE.value)
     return
   if _OUT_DIR.value is None and names and len(names) > 1:
     raise config.ConfigError("several points write their table to --out_dir: give it")

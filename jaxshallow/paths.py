@@ -174,8 +174,8 @@ def describe(cfg) -> str:
   if cfg.fusion == "epoch":
     return {"grid": "epoch kernel (grid)", "logreg": "epoch kernel (one CTA)",
             "grid_regression": "phase kernel (64 CTAs)",
-            "tile_regression": "phase kernel (128 CTAs, tiles)"}.get(_epoch_kernel_of(cfg),
-                                                             "cluster kernel")
+            "tile_regression": "phase kernel (128 CTAs, tiles)"}.get(
+                _epoch_kernel_of(cfg), "cluster kernel")
   return {"step": "step kernels", "ops": "op kernels",
           "xla": "xla (no Pallas kernel faster)"}[cfg.fusion]
 
@@ -187,23 +187,19 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
   Hopper only), "tile_regression" (32-256-1024-256-1 over 128 CTAs, Hopper only) or "logreg"
   (softmax regression in one CTA, Hopper only) where one takes it, else "grid" (``mlp_epoch``).
   The regression nets' cluster kernel only in float32: at tf32 and bfloat16 the grid kernel was
-  as fast. The MLP's at every precision, with a jax whose
-  Mosaic GPU compiles it."""
+  as fast. The MLP's at every precision, with a jax whose Mosaic GPU compiles it."""
   from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, grid_regression_mgpu,
                                     logreg_mgpu, tile_regression_mgpu)
   from pallas_kernels.ops import dense_mgpu
   if not dense_mgpu.on_hopper():
     return "grid"
   net = dict(bias=bias, optimizer=optimizer, dtype=dtype)
-  if (head == "mse" and precision == "float32"
-      and cluster_epoch_mgpu.problem(widths, batch_size, **net) is None):
-    return "cluster_epoch"
-  if (head == "mse" and precision == "float32"
-      and grid_regression_mgpu.problem(widths, batch_size, **net) is None):
-    return "grid_regression"
-  if (head == "mse" and precision == "float32"
-      and tile_regression_mgpu.problem(widths, batch_size, **net) is None):
-    return "tile_regression"
+  if head == "mse" and precision == "float32":  # The regression nets' Mosaic GPU kernels
+    for name, kernel in (("cluster_epoch", cluster_epoch_mgpu),
+                         ("grid_regression", grid_regression_mgpu),
+                         ("tile_regression", tile_regression_mgpu)):
+      if kernel.problem(widths, batch_size, **net) is None:
+        return name
   if (head == "xent" and cluster_mlp_mgpu.lowers() is None
       and cluster_mlp_mgpu.problem(widths, batch_size, wide=True, **net) is None):
     return "cluster_mlp"

@@ -85,6 +85,25 @@ def plain_sgd_problem(batch: int, want: int, *, bias: bool, optimizer: str, dtyp
   return sgd_float32_problem(optimizer, dtype)
 
 
+def phase_kernel_problem(widths, batch: int, *, want_widths, want_batch: int, checked, ctas: int,
+                         bias: bool, optimizer: str, dtype) -> str | None:
+  """What a regression net's phase kernel (``grid_regression_mgpu``, ``tile_regression_mgpu``)
+  asks of a network: its widths, ``plain_sgd_problem``'s, a jax it was checked with on a GPU
+  (``checked``: (major, minor) pairs) and all its ``ctas`` CTAs resident at once (its grid
+  barriers). One line, or None."""
+  from pallas_kernels.mgpu import grid_barrier
+  if tuple(widths) != tuple(want_widths):
+    return (f"it trains {'-'.join(map(str, want_widths))}, not "
+            f"{'-'.join(map(str, widths))}")
+  if why := plain_sgd_problem(batch, want_batch, bias=bias, optimizer=optimizer, dtype=dtype):
+    return why
+  if (version := tuple(int(v) for v in jax.__version__.split(".")[:2])) not in checked:
+    return f"it was not checked on a GPU with jax {version[0]}.{version[1]}"
+  if grid_barrier.resident_ctas() < ctas:
+    return f"its {ctas} CTAs must all be resident at once, more than this GPU's SMs"
+  return None
+
+
 def acc_dtype(dtype):
   """Accumulate in float32, or float64 for float64 inputs (interpret-mode verification)."""
   return jnp.promote_types(dtype, jnp.float32)

@@ -111,8 +111,8 @@ def widths_of(params) -> tuple[int, ...]:
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
         precision: str, model, kernel: str = "grid"):
   """One epoch through ``kernel`` (``paths.epoch_kernel``'s choice: "grid", "cluster_mlp",
-  "cluster_epoch", "grid_regression", "tile_regression" or "logreg"); the other arguments are those of
-  ``train.train_epoch``."""
+  "cluster_epoch", "grid_regression", "tile_regression" or "logreg"); the other arguments are
+  those of ``train.train_epoch``."""
   params, opt_state, losses, correct = _train(
       params, opt_state, images, labels, order, tx=tx, steps=steps, batch_size=batch_size,
       precision=precision, model=model, kernel=kernel)

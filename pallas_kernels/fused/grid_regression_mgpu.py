@@ -83,16 +83,9 @@ PHASES = ("a_product", "a_send", "barrier_1", "b_fetch", "b_product", "b_outputs
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
   """Why this kernel cannot train the network (one line), or None if it can."""
-  want = (INPUTS, HIDDEN, HIDDEN, 1)
-  if tuple(widths) != want:
-    return f"it trains {'-'.join(map(str, want))}, not {'-'.join(map(str, widths))}"
-  if why := common.plain_sgd_problem(batch, BATCH, bias=bias, optimizer=optimizer, dtype=dtype):
-    return why
-  if (version := tuple(int(v) for v in jax.__version__.split(".")[:2])) not in CHECKED:
-    return f"it was not checked on a GPU with jax {version[0]}.{version[1]}"
-  if grid_barrier.resident_ctas() < CTAS:
-    return f"its {CTAS} CTAs must all be resident at once, more than this GPU's SMs"
-  return None
+  return common.phase_kernel_problem(
+      widths, batch, want_widths=(INPUTS, HIDDEN, HIDDEN, 1), want_batch=BATCH, checked=CHECKED,
+      ctas=CTAS, bias=bias, optimizer=optimizer, dtype=dtype)
 
 
 def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)

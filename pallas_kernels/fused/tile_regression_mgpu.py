@@ -87,15 +87,9 @@ PAIRS = sorted(((i, j) for i in range(3) for j in range(3) if i + j <= 2), key=l
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
   """Why this kernel cannot train the network (one line), or None if it can."""
-  if tuple(widths) != WIDTHS:
-    return f"it trains {'-'.join(map(str, WIDTHS))}, not {'-'.join(map(str, widths))}"
-  if why := common.plain_sgd_problem(batch, BATCH, bias=bias, optimizer=optimizer, dtype=dtype):
-    return why
-  if (version := tuple(int(v) for v in jax.__version__.split(".")[:2])) not in CHECKED:
-    return f"it was not checked on a GPU with jax {version[0]}.{version[1]}"
-  if grid_barrier.resident_ctas() < CTAS:
-    return f"its {CTAS} CTAs must all be resident at once, more than this GPU's SMs"
-  return None
+  return common.phase_kernel_problem(
+      widths, batch, want_widths=WIDTHS, want_batch=BATCH, checked=CHECKED, ctas=CTAS,
+      bias=bias, optimizer=optimizer, dtype=dtype)
 
 
 def _block(i):  # Tile i along an axis; a traced i said to be a multiple (Mosaic GPU's layout
@@ -192,12 +186,21 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       grid_barrier.barrier(counter.at[0], k * CTAS)
       grid_barrier.fence_for_copies()
 
-  def updated(grad, parts_refs):  # the float32 tile in ``stage`` less lr grad: its parts into
-    # parts_refs, the new float32 into ``stage``
-    wait(MB_MASTER)
-    w = _load(stage, wgmma_layout) - lr * grad
-    _store(stage, w)
-    put(w, parts_refs)
+  def update_tile(master_of, parts_g, a_src, b_src):  # The weight tile at ``master_of()``
+    # (float32, global) less lr times its gradient a^T b (a_src, b_src: the operands' parts, K
+    # the batch), written back with its parts (to parts_g(i)); in (256, 64) buffers
+    def run(a, b):
+      master = master_of()
+      fetch(master, stage, MB_MASTER)
+      fetch_operands(a_src, b_src, a, b, ta=True)
+      grad = product(a, b, ta=True)
+      wait(MB_MASTER)
+      w = _load(stage, wgmma_layout) - lr * grad
+      _store(stage, w)
+      refs = [ref.at[top] for ref in a[0]]
+      put(w, refs)
+      send([(stage, master)] + [(refs[i], parts_g(i)) for i in range(3)])
+    pl.run_scoped(run, *buffers(True, True))
 
   def small_refs():  # Three parts of a 64 x 64 operand
     return [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3
@@ -350,17 +353,11 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
     @pl.when(jnp.logical_not(low))
     def _():
-      def phase_f_dw2(a, b):
-        master = w2_m.at[_block(b16), _block(a16)]
-        fetch(master, stage, MB_MASTER)
-        fetch_operands(lambda i: h2_g.at[i, wide, _block(b16)],
-                       lambda i: dz3_g.at[i, wide, _block(a16)], a, b, ta=True)
-        refs = [ref.at[top] for ref in a[0]]
-        updated(product(a, b, ta=True), refs)
-        send([(stage, master)]
-             + [(refs[i], w2p_g.at[1 - parity, i, _block(b16), _block(a16)]) for i in range(3)])
       with jax.named_scope("f_dw2"):
-        pl.run_scoped(phase_f_dw2, *buffers(True, True))
+        update_tile(lambda: w2_m.at[_block(b16), _block(a16)],
+                    lambda i: w2p_g.at[1 - parity, i, _block(b16), _block(a16)],
+                    lambda i: h2_g.at[i, wide, _block(b16)],
+                    lambda i: dz3_g.at[i, wide, _block(a16)])
     with jax.named_scope("f_w3"):
       wait(MB_DW3)
       dw3 = _load(dw3_in.at[0], by_col)
@@ -373,17 +370,11 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     # dz2[:, n2]; the other: the partial dh1[r, n1] over K quarter q, dz2[r, q] W1[n1, q]^T.
     @pl.when(low)
     def _():
-      def phase_g_dw1(a, b):
-        master = w1_m.at[_block(a16), _block(b16)]
-        fetch(master, stage, MB_MASTER)
-        fetch_operands(lambda i: h1_g.at[i, wide, _block(a16)],
-                       lambda i: dz2_g.at[i, wide, _block(b16)], a, b, ta=True)
-        refs = [ref.at[top] for ref in a[0]]
-        updated(product(a, b, ta=True), refs)
-        send([(stage, master)]
-             + [(refs[i], w1p_g.at[1 - parity, i, _block(a16), _block(b16)]) for i in range(3)])
       with jax.named_scope("g_dw1"):
-        pl.run_scoped(phase_g_dw1, *buffers(True, True))
+        update_tile(lambda: w1_m.at[_block(a16), _block(b16)],
+                    lambda i: w1p_g.at[1 - parity, i, _block(a16), _block(b16)],
+                    lambda i: h1_g.at[i, wide, _block(a16)],
+                    lambda i: dz2_g.at[i, wide, _block(b16)])
 
     @pl.when(jnp.logical_not(low))
     def _():
