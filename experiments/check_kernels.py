@@ -22,7 +22,7 @@ from jaxshallow.reference import numpy_cnn
 from jaxshallow.run import cli, config
 from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch,
                                   grid_regression_mgpu, logreg_mgpu, mlp_epoch, population_step,
-                                  sgd_parts, tile_regression_mgpu)
+                                  sgd_parts, tile_mlp_mgpu, tile_regression_mgpu)
 from pallas_kernels import common
 from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense, dense_xent, dense_mgpu,
                                 max_pool, mse, softmax_xent)
@@ -31,7 +31,8 @@ _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: 
                              "printed, so that a failure can be rerun on the same inputs).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
                                    "cluster", "cluster_mlp", "grid_regression",
-                                   "tile_regression", "logreg", "barrier", "population", "triton"],
+                                   "tile_regression", "tile_mlp", "logreg", "barrier", "population",
+                                   "triton"],
                           "Which groups: dense, hopper (the tf32 products of large batches on "
                           "Hopper GPUs; GPU only), xent, head (the fused output layer), conv (with "
                           "max-pool, the fused conv+pool and MSE), step (the CNN's step "
@@ -40,7 +41,8 @@ _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "s
                           "cluster; Hopper only), cluster_mlp (the MLP's epoch in one cluster; "
                           "Hopper only), grid_regression (the regression net 32-256-256-1's "
                           "epoch over 64 CTAs; Hopper only), tile_regression (32-256-1024-256-1's "
-                          "over 128 CTAs; Hopper only), "
+                          "over 128 CTAs; Hopper only), tile_mlp (the MLP "
+                          "784-256-1024-256-10's over 132 CTAs; Hopper only), "
                           "logreg (softmax regression's epoch in one CTA; Hopper, "
                           "or Mosaic GPU's interpreter), barrier (its grid barrier under stress; "
                           "GPU only), "
@@ -659,6 +661,37 @@ def _phase_kernel_cases(rng, interpret, k, widths, name):
            _same_bits((got, losses), fn(params, x, y, order)))
 
 
+TILE_MLP_STEPS = [1, 20]
+
+
+def tile_mlp_cases(rng, interpret):
+  """tile_mlp_mgpu's kernel (MLP 784-256-1024-256-10 on resident weight tiles; GPU only,
+  Hopper) against the same steps through train_step in float64, bounded by float32's tolerance
+  or twice xla's own distance; run twice (the same bits)."""
+  k = tile_mlp_mgpu
+  if interpret or not dense_mgpu.on_hopper():
+    print("skip tile_mlp_mgpu: not on a Hopper GPU")
+    return
+  for steps in TILE_MLP_STEPS:
+    n = steps * k.BATCH + 5
+    x = rng.integers(0, 256, (n, k.WIDTHS[0]), dtype=np.uint8)
+    y = rng.integers(0, k.WIDTHS[-1], n).astype(np.int32)
+    order, lr = rng.permutation(n).astype(np.int32), 0.1
+    params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), k.WIDTHS)
+    params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape), a.dtype),
+                          params)  # Biases off 0, so that their gradients count
+    inputs = (params, x, y, order, lr, "sgd", k.BATCH, models.MLP, steps)
+    reference = _epoch_reference(*inputs)
+    bound, xla = _float32_bound(reference, *inputs)
+    fn = jax.jit(functools.partial(k.train_epoch, lr=lr, steps=steps, use_kernel=True))
+    got, losses, _ = fn(params, x, y, order)
+    err = _distance(losses, jax.tree.leaves(got), *reference)
+    print(f"     tile mlp {steps} steps: xla's float32 distance {xla:.2e}")
+    yield (f"tile mlp 784-256-1024-256-10 batch 64 {steps} steps", "float32", err, bound)
+    yield (f"tile mlp {steps} steps: the same bits twice", "float32",
+           _same_bits((got, losses), fn(params, x, y, order)))
+
+
 # Steps: one, and several. Each count is its own kernel, compiled apart, so two counts only.
 CLUSTER_MLP_STEPS = [1, 7]
 
@@ -947,7 +980,8 @@ def population_cases(rng, interpret):
 
 
 GROUPS = ("dense", "hopper", "xent", "head", "conv", "step", "epoch", "cluster", "cluster_mlp",
-          "grid_regression", "tile_regression", "logreg", "barrier", "population", "triton")
+          "grid_regression", "tile_regression", "tile_mlp", "logreg", "barrier", "population",
+          "triton")
 
 
 def main(argv):
@@ -969,7 +1003,7 @@ def main(argv):
             "step": step_cases, "cluster": cluster_cases,
             "epoch": functools.partial(epoch_cases, cases=EPOCH_CASES[epoch_slice]),
             "cluster_mlp": cluster_mlp_cases, "grid_regression": grid_regression_cases,
-            "tile_regression": tile_regression_cases,
+            "tile_regression": tile_regression_cases, "tile_mlp": tile_mlp_cases,
             "logreg": logreg_cases,
             "barrier": barrier_cases,
             "population": population_cases, "triton": triton_cases}

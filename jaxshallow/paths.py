@@ -69,13 +69,15 @@ OPS_FASTER_ABOVE = 3.5e5
 # Pallas path trained slower than xla (docs/bench/current); "mosaic": the epoch path where a
 # Mosaic GPU epoch kernel (a cluster kernel, or the phase kernel) takes the network (Hopper),
 # else xla.
-MOSAIC_KERNELS = ("cluster_mlp", "cluster_epoch", "grid_regression", "tile_regression")
+MOSAIC_KERNELS = ("cluster_mlp", "cluster_epoch", "grid_regression", "tile_regression",
+                  "tile_mlp")
 MEASURED = {
     # The epoch kernels over the work rule's limit: on Hopper 784-1024-10 takes the cluster
     # kernel (4 clusters, 3.96x; the rule judges only the grid kernel), elsewhere the grid
     # kernel with split products (mlp_epoch.tiles_for), 1.55x on the H100; 784-256-1024-256-10
-    # the grid kernel, 1.56x (2026-11-27, without --alternatives; the op kernels measured 0.63x
-    # and 0.69x on 2026-11-26).
+    # on Hopper the tile kernel (tile_mlp_mgpu, 132 CTAs), elsewhere the grid kernel, 1.56x
+    # (2026-11-27, without --alternatives; the op kernels measured 0.63x and 0.69x on
+    # 2026-11-26).
     ((784, 1024, 10), 64, "sgd", "float32"): "epoch",
     ((784, 256, 1024, 256, 10), 64, "sgd", "float32"): "epoch",
     # 784-2048-10: the cluster kernel without clusters on Hopper (8 groups of 256 units, more
@@ -174,7 +176,8 @@ def describe(cfg) -> str:
   if cfg.fusion == "epoch":
     return {"grid": "epoch kernel (grid)", "logreg": "epoch kernel (one CTA)",
             "grid_regression": "phase kernel (64 CTAs)",
-            "tile_regression": "phase kernel (128 CTAs, tiles)"}.get(
+            "tile_regression": "phase kernel (128 CTAs, tiles)",
+            "tile_mlp": "phase kernel (132 CTAs, resident tiles)"}.get(
                 _epoch_kernel_of(cfg), "cluster kernel")
   return {"step": "step kernels", "ops": "op kernels",
           "xla": "xla (no Pallas kernel faster)"}[cfg.fusion]
@@ -184,12 +187,13 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
                  precision: str, dtype) -> str:
   """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (thread-block
   clusters, Hopper only), "grid_regression" (the regression net 32-256-256-1 over 64 CTAs,
-  Hopper only), "tile_regression" (32-256-1024-256-1 over 128 CTAs, Hopper only) or "logreg"
+  Hopper only), "tile_regression" (32-256-1024-256-1 over 128 CTAs, Hopper only), "tile_mlp"
+  (the MLP 784-256-1024-256-10 over 132 CTAs, Hopper only) or "logreg"
   (softmax regression in one CTA, Hopper only) where one takes it, else "grid" (``mlp_epoch``).
   The regression nets' cluster kernel only in float32: at tf32 and bfloat16 the grid kernel was
   as fast. The MLP's at every precision, with a jax whose Mosaic GPU compiles it."""
   from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, grid_regression_mgpu,
-                                    logreg_mgpu, tile_regression_mgpu)
+                                    logreg_mgpu, tile_mlp_mgpu, tile_regression_mgpu)
   from pallas_kernels.ops import dense_mgpu
   if not dense_mgpu.on_hopper():
     return "grid"
@@ -200,6 +204,9 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
                          ("tile_regression", tile_regression_mgpu)):
       if kernel.problem(widths, batch_size, **net) is None:
         return name
+  if (head == "xent" and precision == "float32"
+      and tile_mlp_mgpu.problem(widths, batch_size, **net) is None):
+    return "tile_mlp"
   if (head == "xent" and cluster_mlp_mgpu.lowers() is None
       and cluster_mlp_mgpu.problem(widths, batch_size, wide=True, **net) is None):
     return "cluster_mlp"

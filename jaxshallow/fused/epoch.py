@@ -111,7 +111,8 @@ def widths_of(params) -> tuple[int, ...]:
 def run(params, opt_state, images, labels, order, *, tx, steps: int, batch_size: int,
         precision: str, model, kernel: str = "grid"):
   """One epoch through ``kernel`` (``paths.epoch_kernel``'s choice: "grid", "cluster_mlp",
-  "cluster_epoch", "grid_regression", "tile_regression" or "logreg"); the other arguments are
+  "cluster_epoch", "grid_regression", "tile_regression", "tile_mlp" or "logreg"); the other
+  arguments are
   those of ``train.train_epoch``."""
   params, opt_state, losses, correct = _train(
       params, opt_state, images, labels, order, tx=tx, steps=steps, batch_size=batch_size,
@@ -142,14 +143,14 @@ def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_si
   and correct count (None for the regression net)."""
   from pallas_kernels import common
   from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, grid_regression_mgpu,
-                                    logreg_mgpu, mlp_epoch, tile_regression_mgpu)
+                                    logreg_mgpu, mlp_epoch, tile_mlp_mgpu, tile_regression_mgpu)
   name = optimizer_name(tx, "epoch")
   widths = widths_of(params)
   why = problem(model.name, widths[-1], batch_size, name)
   if why:
     raise ValueError(f"fusion='epoch' cannot train this: {why}")
   x = images.reshape(images.shape[0], -1)
-  if kernel in ("cluster_mlp", "logreg") and x.dtype != jnp.uint8:
+  if kernel in ("cluster_mlp", "logreg", "tile_mlp") and x.dtype != jnp.uint8:
     kernel = "grid"  # These kernels take uint8 pixels (integers, exact in bfloat16).
   if kernel == "cluster_epoch":
     params, losses = cluster_epoch_mgpu.train_epoch(params, x, labels, order, tx.lr,
@@ -160,6 +161,10 @@ def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_si
     params, losses = phase.train_epoch(params, x, labels, order, tx.lr, steps=steps,
                                        use_kernel=True)
     return params, opt_state, losses, None
+  if kernel == "tile_mlp":
+    params, losses, correct = tile_mlp_mgpu.train_epoch(params, x, labels, order, tx.lr,
+                                                        steps=steps, use_kernel=True)
+    return params, opt_state, losses, correct
   if kernel == "logreg":
     params, losses, correct = logreg_mgpu.train_epoch(params, x, labels, order, tx.lr,
                                                       steps=steps, precision=precision)
