@@ -94,5 +94,51 @@ def main():
           f"{tx * 1e3:.2f} ms ({tx / steps * 1e6:.1f} us a step): {tx / tk:.2f}x")
 
 
+def profile(trace_dir="/tmp/tile_mlp"):
+  """Each scope's time a step under Mosaic GPU's profiler, summed over a step, the median over
+  the CTAs that run it (the profiler's own cost included)."""
+  import collections
+  import glob
+  import json
+  import os
+  import statistics
+  os.makedirs(trace_dir, exist_ok=True)
+  rng = np.random.default_rng(3)
+  steps = 4
+  n = steps * 64
+  x = jnp.asarray(rng.integers(0, 256, (n, 784)).astype(np.uint8))
+  y = jnp.asarray(rng.integers(0, 10, n))
+  params = mlp.init_mlp(jax.random.key(0), m.WIDTHS)
+  xs, oh = m.batches(x, y, jnp.arange(n, dtype=jnp.int32), steps)
+  run = jax.jit(lambda p, a, b: m.train_steps(p, a, b, 0.1, profile_dir=trace_dir))
+  jax.block_until_ready(run(params, xs, oh))
+  jax.block_until_ready(run(params, xs, oh))
+  newest = max(glob.glob(os.path.join(trace_dir, "*trace.json")), key=os.path.getmtime)
+  opened, spent = collections.defaultdict(list), collections.defaultdict(float)
+  first, last = {}, {}
+  for e in json.load(open(newest))["traceEvents"]:
+    key = (e["tid"], e["name"])
+    if e["ph"] == "B":
+      opened[key].append(e["ts"])
+      first[e["tid"]] = min(first.get(e["tid"], e["ts"]), e["ts"])
+    else:
+      spent[key] += e["ts"] - opened[key].pop()
+      last[e["tid"]] = max(last.get(e["tid"], e["ts"]), e["ts"])
+  ctas = sorted(first)
+  print(f"profile of {steps} steps, {len(ctas)} CTAs: us a step, median (largest) over CTAs")
+  roles = {"W1": range(0, 64), "W2 and W0": range(64, 116), "W2": range(116, 128),
+           "W3": range(128, 132)}
+  for name in m.PHASES:
+    cols = []
+    for role, cs in roles.items():
+      v = [spent[(c, name)] / steps for c in ctas if c in cs and (c, name) in spent]
+      cols.append(f"{role} {statistics.median(v):6.2f}" if v else f"{role} -")
+    print(f"  {name:10s} " + ", ".join(cols))
+  span = [(last[c] - first[c]) / steps for c in ctas]
+  print(f"  {'traced':10s} {statistics.median(span):7.2f} ({max(span):7.2f})")
+
+
 if __name__ == "__main__":
+  if "--profile" in sys.argv:
+    sys.exit(profile())
   sys.exit(main())

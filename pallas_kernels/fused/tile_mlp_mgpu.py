@@ -112,20 +112,26 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
       plgpu.barrier_wait(mb.at[slot + i])
 
   def send(pairs):  # (shared, global) copies out, waited for: then the barrier may pass
-    plgpu.commit_smem()
-    for src, dst in pairs:
-      plgpu.copy_smem_to_gmem(src, dst)
-    plgpu.wait_smem_to_gmem(0)
+    with jax.named_scope("send"):
+      plgpu.commit_smem()
+      for src, dst in pairs:
+        plgpu.copy_smem_to_gmem(src, dst)
+      plgpu.wait_smem_to_gmem(0)
 
   def meet(k):
-    grid_barrier.barrier(counter.at[0], k * CTAS)
-    grid_barrier.fence_for_copies()
+    with jax.named_scope("barrier"):
+      grid_barrier.barrier(counter.at[0], k * CTAS)
+      grid_barrier.fence_for_copies()
 
   def put(value, refs):  # value's three bfloat16 parts into three refs
     for ref, part in zip(refs, split3_in_kernel(value, ptx=True)):
       ref[...] = part
 
   def product(a, b, pairs=PAIRS, ta=False, tb=False):  # sum of a_i b_j over pairs (64 x 64)
+    with jax.named_scope("product"):
+      return _product(a, b, pairs, ta, tb)
+
+  def _product(a, b, pairs, ta, tb):
     def run(acc):
       for i, j in pairs:
         plgpu.wgmma(acc, a[i].transpose((1, 0)) if ta else a[i],
@@ -136,6 +142,10 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
 
   def total(slots, src, n):  # src(i) for i < n, (64, 64) float32 partials, added in i order,
     # SLOTS in flight: each slot fetched again as soon as it was read
+    with jax.named_scope("partials"):
+      return _total(slots, src, n)
+
+  def _total(slots, src, n):
     for i in range(min(SLOTS, n)):
       fetch(src(i), slots.at[i], MB_SLOT + i)
     out = None
@@ -406,13 +416,19 @@ def _swizzled():
   return (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
 
 
+PHASES = ("barrier", "partials", "product", "send")  # The profiler's scopes (probes.tile_mlp)
+
+
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float):
+def _call(steps: int, lr: float, profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   shape = jax.ShapeDtypeStruct
   swizzled = _swizzled()
   parts = [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3
+  params = {}
+  if profile_dir:  # Scopes a step: 7 barriers, up to 8 partial sums and 9 products, 8 sends
+    params.update(profile_space=40 * steps, profile_dir=profile_dir)
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr),
       out_type=(shape((INPUTS, 256), f32), shape((256, 1024), f32), shape((1024, 256), f32),
@@ -424,7 +440,8 @@ def _call(steps: int, lr: float):
                 shape((T, 1024), f32), shape((N2, T, 256), f32), shape((N3, T, T), f32),
                 shape((3, T, 256), bf16), shape((N3, T, 1024), f32), shape((N2, T, 256), f32)),
       grid=(CTAS,), grid_names=("cta",),
-      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane,
+                                           **params),
       scratch_types=[
           plgpu.SMEM((T, T), f32), parts,  # W1's, W2's or W3's tile
           plgpu.SMEM((T, T), f32), parts,  # W0's tile (W3's CTAs: z3)
@@ -444,9 +461,10 @@ def batches(x, labels, order, steps: int):
   return xs.reshape(steps, BATCH, INPUTS), onehot.reshape(steps, BATCH, T)
 
 
-def train_steps(params, xs, onehot, lr: float):
+def train_steps(params, xs, onehot, lr: float, profile_dir: str | None = None):
   """``steps`` SGD steps in one launch: params [{"w", "b"}] x 4 (784-256-1024-256-10), xs and
-  onehot from ``batches``. Returns (params, losses (steps,), correct (steps,) int32)."""
+  onehot from ``batches``. Returns (params, losses (steps,), correct (steps,) int32).
+  ``profile_dir`` adds Mosaic GPU's profiler (a few steps only)."""
   steps = xs.shape[0]
   grid_barrier.check_resident_ctas(CTAS)
   (w0, b0), (w1, b1), (w2, b2), (w3, b3) = [(p["w"], p["b"]) for p in params]
@@ -454,7 +472,7 @@ def train_steps(params, xs, onehot, lr: float):
   w3p = jnp.pad(w3, ((0, 0), (0, T - 10)))
   b3p = jnp.pad(b3, (0, T - 10))
   pad = jnp.where(jnp.arange(T) < 10, 0.0, -1e30).astype(jnp.float32)
-  w0, w1, w2, w3, b2, b3, b0, b1, met, *_ = _call(steps, float(lr))(
+  w0, w1, w2, w3, b2, b3, b0, b1, met, *_ = _call(steps, float(lr), profile_dir)(
       w0p, b0, w1, b1, w2, b2, w3p, b3p, xs, onehot, pad)
   params = [{"w": w0[:784], "b": b0}, {"w": w1, "b": b1}, {"w": w2, "b": b2},
             {"w": w3[:, :10], "b": b3[:10]}]
