@@ -54,7 +54,10 @@ INPUTS = 832  # 784 padded to 13 tiles
 K0, N1, N2, N3 = INPUTS // T, 256 // T, 1024 // T, 256 // T  # Tiles along each layer
 CTAS = 132  # W1's 64, W2's 64 (52 of them W0's too), W3's 4
 W2_FIRST, W3_FIRST = 64, 128
-CHECKED = ((0, 11),)
+# The jax versions it was checked with on a GPU against float64 (check_kernels --only=tile_mlp,
+# H200, 2026-11-28: 0.11.2 and 0.12.0.1); with others (it lowers with jax 0.10 too) the epoch
+# path takes the grid epoch kernel.
+CHECKED = ((0, 11), (0, 12))
 SLOTS = 4  # Partials fetched at once
 PAIRS = sorted(((i, j) for i in range(3) for j in range(3) if i + j <= 2), key=lambda p: -sum(p))
 X_PAIRS = ((0, 2), (0, 1), (0, 0))  # The pixels, one part, against three
