@@ -1,18 +1,28 @@
 """Checks and times ``tile_mlp_mgpu`` (MLP 784-256-1024-256-10 on resident weight tiles) on a
 Hopper GPU: the kernel against its jnp twin in float32 and float64 (random pixels and labels),
 the same bits twice, then us a step beside an XLA scan of the same steps (float32 products,
-HIGHEST)."""
+HIGHEST).
 
-import sys
+  python -m probes.tile_mlp              # checks and times
+  python -m probes.tile_mlp --profile    # each scope's time a step, by CTA role
+"""
+
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import flags
 from jax import lax
 
 from jaxshallow import mlp
+from jaxshallow.run import cli
 from pallas_kernels.fused import tile_mlp_mgpu as m
+
+FLAGS = flags.FLAGS
+flags.DEFINE_bool("profile", False, "Time each scope with Mosaic GPU's profiler instead.")
+flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
+flags.DEFINE_string("profile_dir", "/tmp/tile_mlp", "Where the profiler writes traces.")
 
 
 def xla_steps(params, xs, onehot, lr):
@@ -32,7 +42,7 @@ def xla_steps(params, xs, onehot, lr):
   return lax.scan(step, params, (xs[:, :, :784], onehot))
 
 
-def median(fn, n=5):
+def median(fn, n):
   fn()
   ts = []
   for _ in range(n):
@@ -42,7 +52,11 @@ def median(fn, n=5):
   return float(np.median(ts))
 
 
-def main():
+def main(argv):
+  del argv
+  cli.at_least("--repeats", FLAGS.repeats, 1)
+  if FLAGS.profile:
+    return profile(FLAGS.profile_dir)
   print(jax.__version__, jax.devices()[0].device_kind)
   rng = np.random.default_rng(0)
   lr = 0.1
@@ -88,13 +102,13 @@ def main():
     xs, oh = m.batches(x, y, order, steps)
     run = jax.jit(lambda p, a, b: m.train_steps(p, a, b, lr))
     xr = jax.jit(lambda p, a, b: xla_steps(p, a, b, lr))
-    tk = median(lambda: run(params, xs, oh))
-    tx = median(lambda: xr(params, xs, oh))
+    tk = median(lambda: run(params, xs, oh), FLAGS.repeats)
+    tx = median(lambda: xr(params, xs, oh), FLAGS.repeats)
     print(f"{steps} steps: kernel {tk * 1e3:.2f} ms ({tk / steps * 1e6:.1f} us a step), xla scan "
           f"{tx * 1e3:.2f} ms ({tx / steps * 1e6:.1f} us a step): {tx / tk:.2f}x")
 
 
-def profile(trace_dir="/tmp/tile_mlp"):
+def profile(trace_dir):
   """Each scope's time a step under Mosaic GPU's profiler, summed over a step, the median over
   the CTAs that run it (the profiler's own cost included)."""
   import collections
@@ -139,6 +153,4 @@ def profile(trace_dir="/tmp/tile_mlp"):
 
 
 if __name__ == "__main__":
-  if "--profile" in sys.argv:
-    sys.exit(profile())
-  sys.exit(main())
+  cli.run(main)

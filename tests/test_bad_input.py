@@ -191,6 +191,7 @@ CASES = [
      "--float64_only keeps the float64 runs in --float64_cache"),
     ("probes.grid_regression", ["--steps=50"], "--steps must be above 100"),
     ("probes.grid_regression", ["--floor"], "--floor: only --kernel=tile_regression"),
+    ("probes.tile_mlp", ["--repeats=0"], "--repeats must be at least 1"),
     ("probes.same_module", ["--kernel=nope", "--save={out}/a"], "unknown"),
     ("probes.same_module", [], "give one of --save"),
     ("probes.same_module", ["--compare={out}/none.txt"], "no such file"),

@@ -25,7 +25,8 @@ A step, its phases apart by grid barriers:
   I  (W0's 52) dz1[:, n1] from its 16 partials; dW0[k, n1] = x[:, k]^T dz1 / 255, W0's tile
      updated, b0; then the next step's A
 
-Seven grid barriers a step. Products keep float32's accuracy: each operand in three bfloat16
+Seven grid barriers a step. In E, G and H a CTA arrives at the barrier as soon as its partial
+(or dz3) is out, and updates its weight tile while the others arrive. Products keep float32's accuracy: each operand in three bfloat16
 parts (exact), the six products of parts above float32's rounding (``PAIRS``), the smallest
 first; the pixels, integers, in one part. Sums over CTAs run in fixed orders, nothing uses
 atomics for floats: every run gives the same bits.
@@ -122,8 +123,20 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
       plgpu.wait_smem_to_gmem(0)
 
   def meet(k):
+    arrive()
+    meet_after_arrival(k)
+
+  def arrive():  # A barrier's first half: this CTA's phase is out
     with jax.named_scope("barrier"):
-      grid_barrier.barrier(counter.at[0], k * CTAS)
+      grid_barrier.arrive(counter.at[0])
+
+  def meet_after_arrival(k, arrived=None):  # The k-th barrier's second half; CTAs where
+    # ``arrived`` is false arrive first (the others arrived early, their partial out, and
+    # updated their weight tile meanwhile)
+    if arrived is not None:
+      pl.when(jnp.logical_not(arrived))(arrive)
+    with jax.named_scope("barrier"):
+      grid_barrier.wait(counter.at[0], k * CTAS)
       grid_barrier.fence_for_copies()
 
   def put(value, refs):  # value's three bfloat16 parts into three refs
@@ -313,16 +326,16 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
         plgpu.commit_smem()
         dh3 = product(dl, wa_p, tb=True)  # dlogits W3[n3]^T, before W3's update
         dz3 = jnp.where(_load(wb_m, wgmma_layout) > 0.0, dh3, 0.0)
-        dw3 = product(keep, dl, ta=True)
+        put(dz3, wb_p)  # (these CTAs own no W0 tile: its parts' buffers hold dz3's)
+        send([(wb_p[i], dz3_g.at[i, :, _block(n3)]) for i in range(3)])
+        arrive()  # Then the last layer's update, while the others arrive
         vec2[...] = _load(vec2, by_col) - lr * jnp.sum(dz3, axis=0)
         vec3[...] = _load(vec3, by_col) - lr * jnp.sum(dlogits, axis=0)
-        put(dz3, dl)
-        update(wa_m, wa_p, dw3)
-        send([(dl[i], dz3_g.at[i, :, _block(n3)]) for i in range(3)])
+        update(wa_m, wa_p, product(keep, dl, ta=True))
       pl.run_scoped(run, plgpu.SMEM((SLOTS, T, T), f32), plgpu.SMEM((T,), f32),
                     plgpu.SMEM((T,), f32), plgpu.SMEM((T, T), f32), plgpu.SMEM((T,), f32),
                     parts3())
-    meet(k + 4)
+    meet_after_arrival(k + 4, is_w3)
 
     # G: dW2[m2, m3] = h2[:, m2]^T dz3[:, m3]; the partial of dh2[:, m2] over m3 out; W2's tile
     # updated.
@@ -333,12 +346,11 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
           fetch(dz3_g.at[i, :, _block(m3)], dz[i], MB_OP + i)
         wait(MB_OP, 3)
         _store(stage, product(dz, wa_p, tb=True))  # dz3 W2[m2, m3]^T, before the update
-        plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(stage, q2_g.at[m3, :, _block(m2)])
+        send([(stage, q2_g.at[m3, :, _block(m2)])])
+        arrive()  # Then W2's update, while the others arrive
         update(wa_m, wa_p, product(keep, dz, ta=True))
-        plgpu.wait_smem_to_gmem(0)
       pl.run_scoped(run, plgpu.SMEM((T, T), f32), parts3())
-    meet(k + 5)
+    meet_after_arrival(k + 5, is_w2)
 
     # H: dz2[:, n2] from its 4 partials and z2; dW1[q, n2], W1's tile updated; b1 (q = 0); the
     # partial of dh1[:, q] over n2 out.
@@ -352,16 +364,16 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
         put(dz2, dz)
         plgpu.commit_smem()
         _store(stage, product(dz, wa_p, tb=True))  # dz2 W1[q, n2]^T, before the update
-        plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(stage, q1_g.at[n2, :, _block(q)])
+        send([(stage, q1_g.at[n2, :, _block(q)])])
+        arrive()  # Then W1's update and b1's, while the others arrive (b1 is read two
+        # barriers later)
         update(wa_m, wa_p, product(keep, dz, ta=True))
-        plgpu.wait_smem_to_gmem(0)
 
         @pl.when(q == 0)
         def _():
           update_bias(vec, b1_g.at[_block(n2)], b1_g.at[_block(n2)], jnp.sum(dz2, axis=0))
       pl.run_scoped(run, plgpu.SMEM((SLOTS, T, T), f32), plgpu.SMEM((T, T), f32), parts3())
-    meet(k + 6)
+    meet_after_arrival(k + 6, is_w1)
 
     # I: dz1[:, n1] from its 16 partials and z1; dW0[k0, n1] = x^T dz1 / 255, W0's tile
     # updated; b0 (k0 = 0); then the next step's A.

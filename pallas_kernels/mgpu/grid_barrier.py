@@ -69,8 +69,20 @@ def check_resident_ctas(ctas: int) -> None:
 
 def barrier(counter, arrivals) -> None:
   """Every CTA (all its threads) calls it, the k-th time with ``arrivals`` = k x CTAs."""
+  arrive(counter)
+  wait(counter, arrivals)
+
+
+def arrive(counter) -> None:
+  """``barrier``'s first half: what this CTA wrote before is released to the others. A CTA may
+  work between ``arrive`` and ``wait`` on what no other CTA reads before the next barrier."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
   plgpu.semaphore_signal(counter, 1, memory_scope="gpu")
+
+
+def wait(counter, arrivals) -> None:
+  """``barrier``'s second half: until ``arrivals`` CTAs' arrivals in all."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
   plgpu.semaphore_wait(counter, arrivals, decrement=False, memory_scope="gpu")
 
 
