@@ -673,13 +673,8 @@ def tile_mlp_cases(rng, interpret):
     print("skip tile_mlp_mgpu: not on a Hopper GPU")
     return
   for steps in TILE_MLP_STEPS:
-    n = steps * k.BATCH + 5
-    x = rng.integers(0, 256, (n, k.WIDTHS[0]), dtype=np.uint8)
-    y = rng.integers(0, k.WIDTHS[-1], n).astype(np.int32)
-    order, lr = rng.permutation(n).astype(np.int32), 0.1
-    params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), k.WIDTHS)
-    params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape), a.dtype),
-                          params)  # Biases off 0, so that their gradients count
+    x, y, order, params = _mlp_inputs(rng, k.WIDTHS, steps, k.BATCH)
+    lr = 0.1
     inputs = (params, x, y, order, lr, "sgd", k.BATCH, models.MLP, steps)
     reference = _epoch_reference(*inputs)
     bound, xla = _float32_bound(reference, *inputs)
@@ -836,13 +831,18 @@ def logreg_cases(rng, interpret, steps=20):
 
 
 def _cluster_inputs(rng, hidden: int, steps: int, batch: int = cluster_mlp_mgpu.BATCH):
-  """Fresh inputs of a cluster_mlp_mgpu case of 784-``hidden``-10: ``steps`` batches' pixels
-  and labels, their order, and parameters with biases off 0 (so their gradients count)."""
-  n = steps * batch + 5
-  x = rng.integers(0, 256, (n, cluster_mlp_mgpu.INPUTS), dtype=np.uint8)
-  y = rng.integers(0, cluster_mlp_mgpu.CLASSES, n).astype(np.int32)
-  order = rng.permutation(n).astype(np.int32)
+  """Fresh inputs of a cluster_mlp_mgpu case of 784-``hidden``-10: see ``_mlp_inputs``."""
   widths = (cluster_mlp_mgpu.INPUTS, hidden, cluster_mlp_mgpu.CLASSES)
+  return _mlp_inputs(rng, widths, steps, batch)
+
+
+def _mlp_inputs(rng, widths, steps: int, batch: int):
+  """Fresh inputs of an MLP kernel's case: ``steps`` batches' pixels and labels, their order,
+  and parameters with biases off 0 (so their gradients count)."""
+  n = steps * batch + 5
+  x = rng.integers(0, 256, (n, widths[0]), dtype=np.uint8)
+  y = rng.integers(0, widths[-1], n).astype(np.int32)
+  order = rng.permutation(n).astype(np.int32)
   params = mlp.init_mlp(jax.random.key(int(rng.integers(1 << 30))), widths)
   params = jax.tree.map(lambda a: a + 0.01 * jnp.asarray(rng.standard_normal(a.shape), a.dtype),
                         params)

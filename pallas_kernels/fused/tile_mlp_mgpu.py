@@ -244,59 +244,50 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
   def step(s, carry):
     k = 1 + BARRIERS_PER_STEP * s
 
-    # B: z1[:, q] = its 13 partials + b0; h1's parts kept; the partial of z2 over q out.
-    @pl.when(is_w1)
-    def _():
+    def forward(partials, n, bias, out, keep_z, bias_src=None):  # A hidden layer's tile: z
+      # from its n partials and the bias (fetched from bias_src() into ``bias`` where given),
+      # ``keep_z(z, stage)``; relu(z)'s parts kept; the partial of the next layer (this CTA's
+      # weight tile) out to out(). (Global refs as functions: their offsets computed where
+      # they are used.)
       def run(slots, stage):
-        fetch(b0_g.at[_block(q)], vec, MB_VEC)
-        z1 = total(slots, lambda i: p0_g.at[i, :, _block(q)], K0)
-        wait(MB_VEC)
-        z1 = z1 + cols_of(_load(vec, by_col))
-
-        @pl.when(n2 == 0)
-        def _():
-          _store(stage, z1)
-          send([(stage, z1_g.at[:, _block(q)])])
-        put(jnp.maximum(z1, 0.0), keep)
+        if bias_src is not None:
+          fetch(bias_src(), bias, MB_VEC)
+        z = total(slots, partials, n)
+        if bias_src is not None:
+          wait(MB_VEC)
+        z = z + cols_of(_load(bias, by_col))
+        keep_z(z, stage)
+        put(jnp.maximum(z, 0.0), keep)
         plgpu.commit_smem()
         _store(stage, product(keep, wa_p))
-        send([(stage, p1_g.at[q, :, _block(n2)])])
+        send([(stage, out())])
       pl.run_scoped(run, plgpu.SMEM((SLOTS, T, T), f32), plgpu.SMEM((T, T), f32))
+
+    def z_out(index, dst):  # keep_z: a unit block's CTA of index 0 sends z (for relu's mask)
+      def keep_z(z, stage):
+        @pl.when(index == 0)
+        def _():
+          _store(stage, z)
+          send([(stage, dst())])
+      return keep_z
+
+    # B: z1[:, q] = its 13 partials + b0; h1's parts kept; the partial of z2 over q out.
+    pl.when(is_w1)(lambda: forward(
+        lambda i: p0_g.at[i, :, _block(q)], K0, vec, lambda: p1_g.at[q, :, _block(n2)],
+        z_out(n2, lambda: z1_g.at[:, _block(q)]), bias_src=lambda: b0_g.at[_block(q)]))
     meet(k + 1)
 
     # C: z2[:, m2] = its 4 partials + b1; h2's parts kept; the partial of z3 over m2 out.
-    @pl.when(is_w2)
-    def _():
-      def run(slots, stage):
-        fetch(b1_g.at[_block(m2)], vec, MB_VEC)
-        z2 = total(slots, lambda i: p1_g.at[i, :, _block(m2)], N1)
-        wait(MB_VEC)
-        z2 = z2 + cols_of(_load(vec, by_col))
-
-        @pl.when(m3 == 0)
-        def _():
-          _store(stage, z2)
-          send([(stage, z2_g.at[:, _block(m2)])])
-        put(jnp.maximum(z2, 0.0), keep)
-        plgpu.commit_smem()
-        _store(stage, product(keep, wa_p))
-        send([(stage, p2_g.at[m2, :, _block(m3)])])
-      pl.run_scoped(run, plgpu.SMEM((SLOTS, T, T), f32), plgpu.SMEM((T, T), f32))
+    pl.when(is_w2)(lambda: forward(
+        lambda i: p1_g.at[i, :, _block(m2)], N1, vec, lambda: p2_g.at[m2, :, _block(m3)],
+        z_out(m3, lambda: z2_g.at[:, _block(m2)]), bias_src=lambda: b1_g.at[_block(m2)]))
     meet(k + 2)
 
-    # D: z3[:, n3] = its 16 partials + b2[n3] (z3 kept in wb_m: these CTAs own no W0 tile);
-    # h3's parts kept; the partial logits out.
-    @pl.when(is_w3)
-    def _():
-      def run(slots, stage):
-        z3 = total(slots, lambda i: p2_g.at[i, :, _block(n3)], N2)
-        z3 = z3 + cols_of(_load(vec2, by_col))
-        _store(wb_m, z3)
-        put(jnp.maximum(z3, 0.0), keep)
-        plgpu.commit_smem()
-        _store(stage, product(keep, wa_p))
-        send([(stage, p3_g.at[n3])])
-      pl.run_scoped(run, plgpu.SMEM((SLOTS, T, T), f32), plgpu.SMEM((T, T), f32))
+    # D: z3[:, n3] = its 16 partials + b2[n3] (kept here: vec2), z3 kept in wb_m (these CTAs
+    # own no W0 tile); h3's parts kept; the partial logits out.
+    pl.when(is_w3)(lambda: forward(
+        lambda i: p2_g.at[i, :, _block(n3)], N2, vec2, lambda: p3_g.at[n3],
+        lambda z, stage: _store(wb_m, z)))
     meet(k + 3)
 
     # E: the logits, loss and dL/dlogits (the four CTAs the same bits); dz3[:, n3]'s parts out;
