@@ -192,6 +192,8 @@ CASES = [
     ("probes.grid_regression", ["--steps=50"], "--steps must be above 100"),
     ("probes.grid_regression", ["--floor"], "--floor: only --kernel=tile_regression"),
     ("probes.tile_mlp", ["--repeats=0"], "--repeats must be at least 1"),
+    ("probes.weight_stream", ["--rows=100"], "--rows must be a positive multiple of 64"),
+    ("probes.weight_stream", ["--cols=256"], "--cols must be 64 or 128"),
     ("probes.same_module", ["--kernel=nope", "--save={out}/a"], "unknown"),
     ("probes.same_module", [], "give one of --save"),
     ("probes.same_module", ["--compare={out}/none.txt"], "no such file"),

@@ -1,0 +1,161 @@
+"""What a population kernel's weight stream costs (Pallas Mosaic GPU, Hopper): each CTA reads
+its share of the members' weights from global memory and writes it back every step, as a kernel
+must whose members do not fit on chip (64 members of 784-256-10 hold 54 MB of W0 in float32).
+
+  python -m probes.weight_stream                        # 64 and 128 CTAs, 832 x 128 each
+  python -m probes.weight_stream --products=false       # the copies alone
+
+Each of ``--ctas`` CTAs (one a SM, no clusters, nothing shared) owns a (rows, cols) float32
+block of global memory: by default half a member's W0 (832 x 128, 416 KB), so 128 CTAs hold
+53 MB, more than the L2. A step walks the block in tiles of 64 rows, two in flight: a tile
+comes in by TMA and goes back out to where it came from (every store waited for before the
+next step reads the block again). With ``--products`` each tile also takes what a population
+kernel on the tensor cores does to it: the weight gradient x[:, k]^T dz (the pixels exact in
+one bfloat16 part, dz in three), the tile less lr times it, its three bfloat16 parts stored,
+and the next step's forward x'[:, k] W[k] added to a (64, cols) accumulator (three products).
+dz's parts are stand-ins held in shared memory; x's tiles too, or with ``--x=shared`` or
+``--x=own`` two 8 KB tiles (the step's and the last step's) fetched with each weight tile from
+one batch for all CTAs or from each CTA's own (the same rows every step: they may stay in L2).
+``--work`` keeps only the tensor cores' or only the threads' part of a tile's work. The cost a
+step is the difference between launches of 110 and 10 steps over 100, so the launch drops out;
+the line gives the bytes a step over that time (HBM's rate, if the copies were all).
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from absl import flags
+from jax import lax
+
+from jaxshallow.run import cli
+from jaxshallow.run.config import ConfigError
+from probes import hopper
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("ctas", ["64", "128"], "CTAs of the launch (at most the SM count).")
+flags.DEFINE_integer("rows", 832, "Rows of each CTA's block (a multiple of 64).")
+flags.DEFINE_integer("cols", 128, "Columns of each CTA's block: 64 or 128.")
+flags.DEFINE_boolean("products", True, "Each tile's gradient, update, parts and forward too.")
+flags.DEFINE_enum("work", "all", ["all", "tensor", "threads"],
+                  "With --products, which of a tile's work: all, the tensor cores' products "
+                  "alone, or the threads' update and parts alone.")
+flags.DEFINE_enum("x", "held", ["held", "shared", "own"],
+                  "x's tiles: held in shared memory (stand-ins), or fetched each tile (this "
+                  "step's and the last's) from one batch for all CTAs or a batch a CTA.")
+flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
+
+T = 64  # A tile's rows: wgmma's M and K, the batch
+SHORT, LONG = 10, 110
+
+
+def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str = "held",
+           work: str = "all"):
+  """A jitted launch of ``steps`` steps over each CTA's (rows, cols) block, and its argument
+  (x's batches); ``x`` as the flag."""
+  from jax.experimental import pallas as pl
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  from pallas_kernels.ops.dense_mgpu import load, split3_in_kernel, store
+  f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
+  swizzled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+  tiles, lr = rows // T, 0.01
+
+  def body(x_ref, w_ref, h_ref, wbuf, parts, dz, xk, mb):
+    c = lax.axis_index("cta")
+    xs = 0 if x == "shared" else c
+
+    def fetch(k, slot):
+      plgpu.copy_gmem_to_smem(w_ref.at[c, pl.ds(k * T, T)], wbuf.at[slot], mb.at[slot])
+      if x != "held":  # x's tile k of the last step (the gradient's) and of this one
+        for j in range(2):
+          plgpu.copy_gmem_to_smem(x_ref.at[xs, j, :, pl.ds(k * T, T)], xk[2 * slot + j],
+                                  mb.at[2 + 2 * slot + j])
+
+    def gradient(slot):  # x[:, k]^T dz over dz's three parts
+      def run(acc):
+        for i in (2, 1, 0):
+          plgpu.wgmma(acc, xk[2 * slot].transpose((1, 0)), dz[i])
+        plgpu.wgmma_wait(0)  # (the last tile's forward products too: its parts are rewritten)
+        return acc[...]
+      return pl.run_scoped(run, plgpu.ACC((T, cols), f32))
+
+    def step(s, h):
+      def run(acc):
+        kept = h  # What the step computes, summed: nothing dropped
+        fetch(0, 0)
+        for k in range(tiles):
+          slot = k % 2
+          if k + 1 < tiles:
+            plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # tile k - 1's store has read it
+            fetch(k + 1, 1 - slot)
+          plgpu.barrier_wait(mb.at[slot])
+          if x != "held":
+            plgpu.barrier_wait(mb.at[2 + 2 * slot])
+            plgpu.barrier_wait(mb.at[3 + 2 * slot])
+          if products and work != "tensor":
+            g = gradient(slot) if work == "all" else 1.0
+            w = load(wbuf.at[slot], wgmma_layout) - lr * g
+            store(wbuf.at[slot], w)
+            for ref, part in zip(parts, split3_in_kernel(w, ptx=True)):
+              ref[...] = part
+            plgpu.commit_smem()
+          elif products:
+            kept = kept + gradient(slot)
+          if products and work != "threads":
+            for i in (2, 1, 0):
+              plgpu.wgmma(acc, xk[2 * slot + 1], parts[i])
+          plgpu.copy_smem_to_gmem(wbuf.at[slot], w_ref.at[c, pl.ds(k * T, T)])
+        plgpu.wgmma_wait(0)
+        plgpu.wait_smem_to_gmem(0)  # Every tile back in global memory before the next step
+        return kept + acc[...]
+      return pl.run_scoped(run, plgpu.ACC((T, cols), f32))
+
+    h = lax.fori_loop(0, steps, step,
+                      plgpu.layout_cast(jnp.zeros((T, cols), f32), wgmma_layout))
+    store(wbuf.at[0], h)  # The forward's sums out, so that nothing is dropped
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(wbuf.at[0], h_ref.at[c])
+    plgpu.wait_smem_to_gmem(0)
+
+  parts3 = [plgpu.SMEM((T, cols), bf16, transforms=swizzled)] * 3
+  call = plgpu.kernel(
+      body, out_type=(jax.ShapeDtypeStruct((ctas, rows, cols), f32),
+                      jax.ShapeDtypeStruct((ctas, T, cols), f32)),
+      grid=(ctas,), grid_names=("cta",),
+      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+      scratch_types=[plgpu.SMEM((2, T, cols), f32), parts3, parts3,
+                     [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 4,
+                     plgpu.Barrier(num_barriers=6)])
+  xb = jnp.zeros((ctas if x == "own" else 1, 2, T, rows), bf16)  # pixels, as integers
+  return jax.jit(lambda xb: call(xb)[1]), xb
+
+
+def main(argv):
+  del argv
+  if FLAGS.rows < T or FLAGS.rows % T:
+    raise ConfigError(f"--rows must be a positive multiple of {T}, got {FLAGS.rows}")
+  if FLAGS.cols not in (64, 128):
+    raise ConfigError(f"--cols must be 64 or 128, got {FLAGS.cols}")
+  cli.at_least("repeats", FLAGS.repeats, 1)
+  ctas_list = cli.ints("ctas", FLAGS.ctas)
+  d = hopper.require_hopper("probes.weight_stream")
+  rows, cols = FLAGS.rows, FLAGS.cols
+  kb = rows * cols * 4 / 1024
+  what = "copies, gradients, updates, parts, forward" if FLAGS.products else "copies alone"
+  what += f"; x {FLAGS.x}" + (f"; {FLAGS.work}" if FLAGS.products else "")
+  print(f"{d.device_kind}, jax {jax.__version__}: {rows} x {cols} float32 a CTA ({kb:.0f} KB "
+        f"in and out a step), {what}")
+  for ctas in ctas_list:
+    if ctas > d.core_count:
+      print(f"  {ctas} CTAs: skipped, more than the {d.core_count} SMs")
+      continue
+    runs = [functools.partial(*stream(ctas, rows, cols, n, FLAGS.products, FLAGS.x, FLAGS.work))
+            for n in (SHORT, LONG)]
+    us = hopper.us_per_step(*runs, SHORT, LONG, FLAGS.repeats)
+    moved = 2 * ctas * rows * cols * 4  # bytes a step, in and out
+    print(f"  {ctas} CTAs: {us:.2f} us a step, {moved / 1e6:.0f} MB moved a step "
+          f"({moved / us / 1e6:.2f} TB/s)", flush=True)
+
+
+if __name__ == "__main__":
+  cli.run(main)
