@@ -13,9 +13,6 @@ same steps and the cost of a step (launches of ``--steps`` and of 100 steps, med
 (traces under --profile_dir).
 """
 
-import collections
-import glob
-import json
 import os
 import statistics
 import sys
@@ -79,14 +76,7 @@ def problem(hidden: int, seed: int, steps: int):
 
 def phase_times(trace_dir: str) -> dict:
   """Median microseconds of each phase over the steps, CTA by CTA, from the newest trace."""
-  newest = max(glob.glob(os.path.join(trace_dir, "*trace.json")), key=os.path.getmtime)
-  opened, spans = collections.defaultdict(list), collections.defaultdict(list)
-  for e in json.load(open(newest))["traceEvents"]:  # Times in us; one "tid" a CTA.
-    key = (e["tid"], e["name"])
-    if e["ph"] == "B":
-      opened[key].append(e["ts"])
-    else:
-      spans[key].append(e["ts"] - opened[key].pop())
+  spans, _, _ = hopper.trace_spans(trace_dir)
   return {key: statistics.median(v) for key, v in spans.items()}
 
 

@@ -34,3 +34,24 @@ def us_per_step(run_short, run_long, short_steps: int, long_steps: int, repeats:
   itself drops out."""
   short = median_seconds(run_short, repeats)
   return 1e6 * (median_seconds(run_long, repeats) - short) / (long_steps - short_steps)
+
+
+def trace_spans(trace_dir: str):
+  """The newest Mosaic GPU profiler trace in ``trace_dir``: each (CTA, scope)'s durations in
+  us, in order, and each CTA's first and last event time (one trace "tid" a CTA)."""
+  import collections
+  import glob
+  import json
+  import os
+  newest = max(glob.glob(os.path.join(trace_dir, "*trace.json")), key=os.path.getmtime)
+  opened, spans = collections.defaultdict(list), collections.defaultdict(list)
+  first, last = {}, {}
+  for e in json.load(open(newest))["traceEvents"]:
+    key = (e["tid"], e["name"])
+    if e["ph"] == "B":
+      opened[key].append(e["ts"])
+      first[e["tid"]] = min(first.get(e["tid"], e["ts"]), e["ts"])
+    else:
+      spans[key].append(e["ts"] - opened[key].pop())
+      last[e["tid"]] = max(last.get(e["tid"], e["ts"]), e["ts"])
+  return spans, first, last

@@ -18,6 +18,7 @@ from jax import lax
 from jaxshallow import mlp
 from jaxshallow.run import cli
 from pallas_kernels.fused import tile_mlp_mgpu as m
+from probes import hopper
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("profile", False, "Time each scope with Mosaic GPU's profiler instead.")
@@ -111,9 +112,6 @@ def main(argv):
 def profile(trace_dir):
   """Each scope's time a step under Mosaic GPU's profiler, summed over a step, the median over
   the CTAs that run it (the profiler's own cost included)."""
-  import collections
-  import glob
-  import json
   import os
   import statistics
   os.makedirs(trace_dir, exist_ok=True)
@@ -127,17 +125,8 @@ def profile(trace_dir):
   run = jax.jit(lambda p, a, b: m.train_steps(p, a, b, 0.1, profile_dir=trace_dir))
   jax.block_until_ready(run(params, xs, oh))
   jax.block_until_ready(run(params, xs, oh))
-  newest = max(glob.glob(os.path.join(trace_dir, "*trace.json")), key=os.path.getmtime)
-  opened, spent = collections.defaultdict(list), collections.defaultdict(float)
-  first, last = {}, {}
-  for e in json.load(open(newest))["traceEvents"]:
-    key = (e["tid"], e["name"])
-    if e["ph"] == "B":
-      opened[key].append(e["ts"])
-      first[e["tid"]] = min(first.get(e["tid"], e["ts"]), e["ts"])
-    else:
-      spent[key] += e["ts"] - opened[key].pop()
-      last[e["tid"]] = max(last.get(e["tid"], e["ts"]), e["ts"])
+  spans, first, last = hopper.trace_spans(trace_dir)
+  spent = {key: sum(v) for key, v in spans.items()}
   ctas = sorted(first)
   print(f"profile of {steps} steps, {len(ctas)} CTAs: us a step, median (largest) over CTAs")
   roles = {"W1": range(0, 64), "W2 and W0": range(64, 116), "W2": range(116, 128),

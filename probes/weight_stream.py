@@ -4,6 +4,7 @@ must whose members do not fit on chip (64 members of 784-256-10 hold 54 MB of W0
 
   python -m probes.weight_stream                        # 64 and 128 CTAs, 832 x 128 each
   python -m probes.weight_stream --products=false       # the copies alone
+  python -m probes.weight_stream --profile --ctas=64    # each scope's time a tile
 
 Each of ``--ctas`` CTAs (one a SM, no clusters, nothing shared) owns a (rows, cols) float32
 block of global memory: by default half a member's W0 (832 x 128, 416 KB), so 128 CTAs hold
@@ -44,15 +45,19 @@ flags.DEFINE_enum("x", "held", ["held", "shared", "own"],
                   "x's tiles: held in shared memory (stand-ins), or fetched each tile (this "
                   "step's and the last's) from one batch for all CTAs or a batch a CTA.")
 flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
+flags.DEFINE_bool("profile", False, "Time each scope of a tile with Mosaic GPU's profiler "
+                  "instead (3 steps, the first of --ctas).")
+flags.DEFINE_string("profile_dir", "/tmp/weight_stream", "Where the profiler writes traces.")
 
 T = 64  # A tile's rows: wgmma's M and K, the batch
 SHORT, LONG = 10, 110
+SCOPES = ("fetch", "wait_in", "gradient", "update", "parts", "forward", "send", "step_end")
 
 
 def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str = "held",
-           work: str = "all"):
+           work: str = "all", profile_dir: str | None = None):
   """A jitted launch of ``steps`` steps over each CTA's (rows, cols) block, and its argument
-  (x's batches); ``x`` as the flag."""
+  (x's batches); ``x`` as the flag; ``profile_dir`` adds Mosaic GPU's profiler (``SCOPES``)."""
   from jax.experimental import pallas as pl
   from jax.experimental.pallas import mosaic_gpu as plgpu
   from pallas_kernels.ops.dense_mgpu import load, split3_in_kernel, store
@@ -85,28 +90,37 @@ def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str =
         fetch(0, 0)
         for k in range(tiles):
           slot = k % 2
-          if k + 1 < tiles:
-            plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # tile k - 1's store has read it
-            fetch(k + 1, 1 - slot)
-          plgpu.barrier_wait(mb.at[slot])
-          if x != "held":
-            plgpu.barrier_wait(mb.at[2 + 2 * slot])
-            plgpu.barrier_wait(mb.at[3 + 2 * slot])
+          with jax.named_scope("fetch"):
+            if k + 1 < tiles:
+              plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # tile k - 1's store read it
+              fetch(k + 1, 1 - slot)
+          with jax.named_scope("wait_in"):
+            plgpu.barrier_wait(mb.at[slot])
+            if x != "held":
+              plgpu.barrier_wait(mb.at[2 + 2 * slot])
+              plgpu.barrier_wait(mb.at[3 + 2 * slot])
           if products and work != "tensor":
-            g = gradient(slot) if work == "all" else 1.0
-            w = load(wbuf.at[slot], wgmma_layout) - lr * g
-            store(wbuf.at[slot], w)
-            for ref, part in zip(parts, split3_in_kernel(w, ptx=True)):
-              ref[...] = part
-            plgpu.commit_smem()
+            with jax.named_scope("gradient"):
+              g = gradient(slot) if work == "all" else 1.0
+            with jax.named_scope("update"):
+              w = load(wbuf.at[slot], wgmma_layout) - lr * g
+              store(wbuf.at[slot], w)
+            with jax.named_scope("parts"):
+              for ref, part in zip(parts, split3_in_kernel(w, ptx=True)):
+                ref[...] = part
+              plgpu.commit_smem()
           elif products:
-            kept = kept + gradient(slot)
-          if products and work != "threads":
-            for i in (2, 1, 0):
-              plgpu.wgmma(acc, xk[2 * slot + 1], parts[i])
-          plgpu.copy_smem_to_gmem(wbuf.at[slot], w_ref.at[c, pl.ds(k * T, T)])
-        plgpu.wgmma_wait(0)
-        plgpu.wait_smem_to_gmem(0)  # Every tile back in global memory before the next step
+            with jax.named_scope("gradient"):
+              kept = kept + gradient(slot)
+          with jax.named_scope("forward"):
+            if products and work != "threads":
+              for i in (2, 1, 0):
+                plgpu.wgmma(acc, xk[2 * slot + 1], parts[i])
+          with jax.named_scope("send"):
+            plgpu.copy_smem_to_gmem(wbuf.at[slot], w_ref.at[c, pl.ds(k * T, T)])
+        with jax.named_scope("step_end"):
+          plgpu.wgmma_wait(0)
+          plgpu.wait_smem_to_gmem(0)  # Every tile back in global memory before the next step
         return kept + acc[...]
       return pl.run_scoped(run, plgpu.ACC((T, cols), f32))
 
@@ -118,11 +132,15 @@ def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str =
     plgpu.wait_smem_to_gmem(0)
 
   parts3 = [plgpu.SMEM((T, cols), bf16, transforms=swizzled)] * 3
+  params = {}
+  if profile_dir:
+    params.update(profile_space=(len(SCOPES) * tiles + 1) * steps, profile_dir=profile_dir)
   call = plgpu.kernel(
       body, out_type=(jax.ShapeDtypeStruct((ctas, rows, cols), f32),
                       jax.ShapeDtypeStruct((ctas, T, cols), f32)),
       grid=(ctas,), grid_names=("cta",),
-      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane,
+                                           **params),
       scratch_types=[plgpu.SMEM((2, T, cols), f32), parts3, parts3,
                      [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 4,
                      plgpu.Barrier(num_barriers=6)])
@@ -140,6 +158,8 @@ def main(argv):
   ctas_list = cli.ints("ctas", FLAGS.ctas)
   d = hopper.require_hopper("probes.weight_stream")
   rows, cols = FLAGS.rows, FLAGS.cols
+  if FLAGS.profile:
+    return profile(min(ctas_list[0], d.core_count), rows, cols, FLAGS.profile_dir)
   kb = rows * cols * 4 / 1024
   what = "copies, gradients, updates, parts, forward" if FLAGS.products else "copies alone"
   what += f"; x {FLAGS.x}" + (f"; {FLAGS.work}" if FLAGS.products else "")
@@ -155,6 +175,26 @@ def main(argv):
     moved = 2 * ctas * rows * cols * 4  # bytes a step, in and out
     print(f"  {ctas} CTAs: {us:.2f} us a step, {moved / 1e6:.0f} MB moved a step "
           f"({moved / us / 1e6:.2f} TB/s)", flush=True)
+
+
+def profile(ctas: int, rows: int, cols: int, trace_dir: str):
+  """Each scope's time a tile, the median over the CTAs and the steps' tiles (the profiler's
+  own cost included), and a step's traced span."""
+  import os
+  import statistics
+  os.makedirs(trace_dir, exist_ok=True)
+  steps = 3
+  fn, xb = stream(ctas, rows, cols, steps, FLAGS.products, FLAGS.x, FLAGS.work, trace_dir)
+  jax.block_until_ready(fn(xb))
+  spans, first, last = hopper.trace_spans(trace_dir)
+  print(f"profile of {steps} steps, {ctas} CTAs of {rows // T} tiles ({FLAGS.work}, x "
+        f"{FLAGS.x}): us a tile, median (largest) over CTAs and tiles")
+  for name in SCOPES:
+    v = [t for (c, n), ts in spans.items() if n == name for t in ts]
+    if v:
+      print(f"  {name:9s} {statistics.median(v):7.3f} ({max(v):7.3f})")
+  span = [(last[c] - first[c]) / steps for c in first]
+  print(f"  {'step':9s} {statistics.median(span):7.2f} ({max(span):7.2f}) traced")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """probes.weight_stream's kernel lowers for a Hopper GPU in each of its forms (Mosaic GPU checks
-layouts and shared memory at lowering); its times come from the device."""
+layouts and shared memory at lowering; the profiled form lowers only beside a GPU), and the
+probes' trace reader; the times come from the device."""
 
-import jax
+import json
+import os
+
 import pytest
 
-from probes import weight_stream
+from probes import hopper, weight_stream
 
 
 @pytest.mark.parametrize("products,x,work", [(True, "held", "all"), (True, "own", "tensor"),
@@ -13,3 +16,22 @@ def test_kernel_lowers(products, x, work):
   fn, xb = weight_stream.stream(2, 192, 128, 3, products, x, work)  # three tiles: odd, in flight
   text = fn.trace(xb).lower(lowering_platforms=("cuda",)).as_text()
   assert "mosaic_gpu" in text
+
+
+def test_trace_spans_pairs_each_scope_by_cta(tmp_path):
+  """probes.hopper.trace_spans, which the probes' --profile read: each (CTA, scope)'s
+  durations in order, each CTA's first and last event."""
+  events = []
+  for cta in (0, 1):
+    for step in range(2):
+      t = 100 * step + cta
+      events += [{"tid": cta, "name": "a", "ph": "B", "ts": t},
+                 {"tid": cta, "name": "b", "ph": "B", "ts": t + 1},  # nested in a
+                 {"tid": cta, "name": "b", "ph": "E", "ts": t + 4},
+                 {"tid": cta, "name": "a", "ph": "E", "ts": t + 5 + step}]
+  (tmp_path / "old-trace.json").write_text(json.dumps({"traceEvents": []}))
+  os.utime(tmp_path / "old-trace.json", (0, 0))
+  (tmp_path / "new-trace.json").write_text(json.dumps({"traceEvents": events}))
+  spans, first, last = hopper.trace_spans(str(tmp_path))
+  assert spans[(0, "a")] == [5, 6] and spans[(1, "b")] == [3, 3]
+  assert first == {0: 0, 1: 1} and last == {0: 106, 1: 107}
