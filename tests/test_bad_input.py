@@ -194,6 +194,8 @@ CASES = [
     ("probes.tile_mlp", ["--repeats=0"], "--repeats must be at least 1"),
     ("probes.weight_stream", ["--rows=100"], "--rows must be a positive multiple of 64"),
     ("probes.weight_stream", ["--cols=256"], "--cols must be 64 or 128"),
+    ("probes.weight_stream", ["--form=registers", "--warpgroups=3"], "--warpgroups must be 1 or 2"),
+    ("probes.weight_stream", ["--form=registers", "--work=tensor"], "--form=registers times"),
     ("probes.same_module", ["--kernel=nope", "--save={out}/a"], "unknown"),
     ("probes.same_module", [], "give one of --save"),
     ("probes.same_module", ["--compare={out}/none.txt"], "no such file"),

@@ -18,6 +18,13 @@ def test_kernel_lowers(products, x, work):
   assert "mosaic_gpu" in text
 
 
+@pytest.mark.parametrize("warpgroups,x", [(1, "held"), (2, "own"), (2, "shared")])
+def test_register_form_lowers(warpgroups, x):
+  """W^T's tiles, the forward's parts from registers (the tensor cores' A operand)."""
+  fn, xb = weight_stream.stream_registers(2, 192, warpgroups, 3, x)
+  assert "mosaic_gpu" in fn.trace(xb).lower(lowering_platforms=("cuda",)).as_text()
+
+
 def test_trace_spans_pairs_each_scope_by_cta(tmp_path):
   """probes.hopper.trace_spans, which the probes' --profile read: each (CTA, scope)'s
   durations in order, each CTA's first and last event."""
