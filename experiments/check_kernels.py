@@ -22,7 +22,8 @@ from jaxshallow.reference import numpy_cnn
 from jaxshallow.run import cli, config
 from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch,
                                   grid_regression_mgpu, logreg_mgpu, mlp_epoch, population_step,
-                                  sgd_parts, tile_mlp_mgpu, tile_regression_mgpu)
+                                  sgd_parts, stream_population_mgpu, tile_mlp_mgpu,
+                                  tile_regression_mgpu)
 from pallas_kernels import common
 from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense, dense_xent, dense_mgpu,
                                 max_pool, mse, softmax_xent)
@@ -31,8 +32,8 @@ _SEED = flags.DEFINE_integer("seed", None, "Seed of the random inputs (default: 
                              "printed, so that a failure can be rerun on the same inputs).")
 _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "step", "epoch",
                                    "cluster", "cluster_mlp", "grid_regression",
-                                   "tile_regression", "tile_mlp", "logreg", "barrier", "population",
-                                   "triton"],
+                                   "tile_regression", "tile_mlp", "stream_population", "logreg",
+                                   "barrier", "population", "triton"],
                           "Which groups: dense, hopper (the tf32 products of large batches on "
                           "Hopper GPUs; GPU only), xent, head (the fused output layer), conv (with "
                           "max-pool, the fused conv+pool and MSE), step (the CNN's step "
@@ -43,6 +44,8 @@ _ONLY = flags.DEFINE_list("only", ["dense", "hopper", "xent", "head", "conv", "s
                           "epoch over 64 CTAs; Hopper only), tile_regression (32-256-1024-256-1's "
                           "over 128 CTAs; Hopper only), tile_mlp (the MLP "
                           "784-256-1024-256-10's over 132 CTAs; Hopper only), "
+                          "stream_population (a population of MLPs, weights streamed from "
+                          "global memory; Hopper only), "
                           "logreg (softmax regression's epoch in one CTA; Hopper, "
                           "or Mosaic GPU's interpreter), barrier (its grid barrier under stress; "
                           "GPU only), "
@@ -687,6 +690,43 @@ def tile_mlp_cases(rng, interpret):
            _same_bits((got, losses), fn(params, x, y, order)))
 
 
+# (steps, whether the members share one set of batches): one step, and several of each kind.
+STREAM_POPULATION_CASES = [(1, False), (20, False), (20, True)]
+
+
+def stream_population_cases(rng, interpret, members=3):
+  """stream_population_mgpu's kernel (a population of MLPs 784-256-10, their weights streamed
+  from global memory; GPU only, Hopper): each member, its own learning rate and batches (or the
+  population's one set), against its own steps through train_step in float64, bounded by
+  float32's tolerance or twice xla's own distance; run twice (the same bits)."""
+  k = stream_population_mgpu
+  if interpret or not dense_mgpu.on_hopper():
+    print("skip stream_population_mgpu: not on a Hopper GPU")
+    return
+  lrs = [0.05, 0.1, 0.2][:members]
+  for steps, shared in STREAM_POPULATION_CASES:
+    draws = [_mlp_inputs(rng, (784, 256, 10), steps, k.BATCH) for _ in range(members)]
+    x, y = draws[0][0], draws[0][1]  # One data set; each member its own order (or the first)
+    orders = np.stack([d[2] for d in draws[:1 if shared else members]])
+    params = jax.tree.map(lambda *a: jnp.stack(a), *[d[3] for d in draws])
+    xs, onehot = k.batches(jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), steps)
+    fn = jax.jit(k.train_steps)
+    got, losses, _ = fn(params, jnp.float32(lrs), xs, onehot)
+    kind = "one set of batches" if shared else "own batches"
+    for i in range(members):
+      inputs = (draws[i][3], x, y, orders[0 if shared else i], lrs[i], "sgd", k.BATCH,
+                models.MLP, steps)
+      reference = _epoch_reference(*inputs)
+      bound, xla = _float32_bound(reference, *inputs)
+      err = _distance(losses[i], [a[i] for a in jax.tree.leaves(got)], *reference)
+      print(f"     stream population member {i}, {steps} steps: xla's float32 distance "
+            f"{xla:.2e}")
+      yield (f"stream population member {i} of {members} ({kind}) {steps} steps", "float32",
+             err, bound)
+    yield (f"stream population {steps} steps ({kind}): the same bits twice", "float32",
+           _same_bits((got, losses), fn(params, jnp.float32(lrs), xs, onehot)))
+
+
 # Steps: one, and several. Each count is its own kernel, compiled apart, so two counts only.
 CLUSTER_MLP_STEPS = [1, 7]
 
@@ -980,8 +1020,8 @@ def population_cases(rng, interpret):
 
 
 GROUPS = ("dense", "hopper", "xent", "head", "conv", "step", "epoch", "cluster", "cluster_mlp",
-          "grid_regression", "tile_regression", "tile_mlp", "logreg", "barrier", "population",
-          "triton")
+          "grid_regression", "tile_regression", "tile_mlp", "stream_population", "logreg",
+          "barrier", "population", "triton")
 
 
 def main(argv):
@@ -1004,6 +1044,7 @@ def main(argv):
             "epoch": functools.partial(epoch_cases, cases=EPOCH_CASES[epoch_slice]),
             "cluster_mlp": cluster_mlp_cases, "grid_regression": grid_regression_cases,
             "tile_regression": tile_regression_cases, "tile_mlp": tile_mlp_cases,
+            "stream_population": stream_population_cases,
             "logreg": logreg_cases,
             "barrier": barrier_cases,
             "population": population_cases, "triton": triton_cases}

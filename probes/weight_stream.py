@@ -98,8 +98,9 @@ def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str =
         for k in range(tiles):
           slot = k % 2
           with jax.named_scope("fetch"):
-            if k + 1 < tiles:
-              plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # tile k - 1's store read it
+            if k + 1 < tiles:  # once tile k - 1's forward products and store read the slot
+              plgpu.wgmma_wait(0)
+              plgpu.wait_smem_to_gmem(0, wait_read_only=True)
               fetch(k + 1, 1 - slot)
           with jax.named_scope("wait_in"):
             plgpu.barrier_wait(mb.at[slot])
@@ -198,7 +199,8 @@ def stream_registers(ctas: int, rows: int, warpgroups: int, steps: int, x: str =
         for k in range(tiles):
           slot = k % 2
           with jax.named_scope("fetch"):
-            if k + 1 < tiles:
+            if k + 1 < tiles:  # once tile k - 1's forward products and store read the slot
+              plgpu.wgmma_wait(0)
               plgpu.wait_smem_to_gmem(0, wait_read_only=True)
               fetch(k + 1, 1 - slot)
           with jax.named_scope("wait_in"):

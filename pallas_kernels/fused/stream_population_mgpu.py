@@ -1,0 +1,334 @@
+"""A population of MLPs 784-256-10 trained with their weights streamed from global memory every
+step (Pallas Mosaic GPU, Hopper): a cluster of two CTAs a member, each CTA half its units.
+
+Written 2026-11-28 and not yet run on a GPU: it lowers with jax 0.10, 0.11 and 0.12 and its
+twin (``reference``) follows the project's float64 training; no path of the library takes it
+until ``experiments.check_kernels`` has checked it on the device (docs/design/populations.md).
+
+Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each member's W0 in
+shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64
+members' W0 is 54 MB in float32, more than the L2 and about twice all shared memory, so a
+kernel whose step time falls with its members must read every member's W0 from HBM and write
+it back once a step: 34.0 us a step for 64 members on an H200 (``probes.weight_stream``),
+where 4x xla allows 39.5.
+
+Each member is a cluster of two CTAs (grid ``member``, cluster ``half``); CTA h owns units
+128 h .. 128 h + 127 as two blocks of 64, W0^T's rows (units) by 832 inputs, with b0 as input
+784 (the images' input 784 is 255, so x W0 / 255 adds b0). A step s of a launch walks W0^T in
+13 tiles of 64 inputs, two in flight by TMA; for each tile and block:
+
+  gradient  dW0^T = dz_{s-1}[:, block]^T x_{s-1}[:, k] on the tensor cores: dz's three
+            bfloat16 parts (exact) against the pixels (integers, exact in one part); zero at
+            the launch's first step
+  update    the tile less lr dW0^T / 255, stored back to where it came from
+  forward   z^T += W0^T[block, k] x_s[:, k]^T, the updated tile's three parts taken from
+            registers (the tensor cores' A operand): no part is stored
+
+Then (CUDA cores, float32) h = relu(z / 255), each CTA's partial logits (a class a row), the
+cluster's two added in CTA order after a cluster barrier (read from the peer's shared memory),
+b1, the softmax, the loss and dL/dlogits; dz^T's parts for the next step's gradients; W1's
+rows and b1 updated. A launch of ``steps`` steps runs steps + 1 walks: the last applies the last
+step's gradient (its forward is dropped). Every member has its own learning rate and its own
+batches, or all members one set (``shared``). Nothing uses atomics: every run gives the same
+bits.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from pallas_kernels import common
+from pallas_kernels.ops.dense_mgpu import load as _load, split3_in_kernel, store as _store
+
+BATCH = 64
+INPUTS = 832  # 784 pixels, b0's input (255), zeros: 13 tiles of 64
+TILES = INPUTS // 64
+HIDDEN = 256
+CLASSES = 10
+T = 64  # A block's units, a tile's inputs, the batch: wgmma's M, K and N
+BLOCKS = 2  # Blocks of units a CTA
+ROWS = 16  # The small rows: b1 by class (each broadcast over 64 lanes), then the learning rate
+ROW_LR = CLASSES
+# mbarriers: by slot, W0^T's tile and x's two tiles (last step's, this step's); then the
+# first W1 rows and small rows, and the step's one-hot labels
+MB_TILE, MB_INIT, MB_LABELS = 0, 6, 8
+MBARRIERS = 9
+
+
+def _swizzled():
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  return (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+
+
+def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
+            w0t_out, w1_out, small_out, metrics_out,  # outputs
+            wbuf, xk, dz, w1s, small, labels, part, metrics, mb, cluster_bar,  # scratch
+            *, steps: int, shared: bool, ptx: bool):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
+  by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
+  by_col = plgpu.Layout.WGMMA.reduce(0)  # (64,): one value a column (a row of the batch)
+  m, h = lax.axis_index("member"), lax.axis_index("half")
+  data = 0 if shared else m  # The batches' member
+
+  def rows_of(v):
+    return lax.broadcast_in_dim(v, (T, T), [0])
+
+  def cols_of(v):
+    return lax.broadcast_in_dim(v, (T, T), [1])
+
+  def tile(ref, k):  # W0^T's tile k of this CTA's two blocks
+    return ref.at[m, h, :, :, pl.ds(k * T, T)]
+
+  def fetch(s, k, slot):  # W0^T's tile k (the input's at step 0), x_{s-1}'s and x_s's
+    first = MB_TILE + 3 * slot
+    pl.when(s == 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_in, k), wbuf.at[slot],
+                                                    mb.at[first]))
+    pl.when(s > 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_out, k), wbuf.at[slot],
+                                                   mb.at[first]))
+    for j, at in enumerate((jnp.maximum(s - 1, 0), jnp.minimum(s, steps - 1))):
+      plgpu.copy_gmem_to_smem(x_in.at[data, at, :, pl.ds(k * T, T)], xk.at[slot, j],
+                              mb.at[first + 1 + j])
+
+  def gradient(b, slot):  # dz[:, b]^T x_{s-1}[:, k] over dz's three parts: the tile's layout
+    def run(acc):
+      for i in (2, 1, 0):
+        plgpu.wgmma(acc, dz.at[i, b], xk.at[slot, 0])
+      plgpu.wgmma_wait(0)  # (the last forward products too: their registers are reused)
+      return acc[...]
+    return pl.run_scoped(run, plgpu.ACC((T, T), f32))
+
+  def sync():  # The warpgroup's stores to shared memory before others read them
+    plgpu.commit_smem()
+
+  # The launch's first W1 rows and small rows; dz zero (the first walk updates nothing).
+  plgpu.copy_gmem_to_smem(w1_in.at[m, h], w1s, mb.at[MB_INIT])
+  plgpu.copy_gmem_to_smem(small_in.at[m], small, mb.at[MB_INIT + 1])
+  zero = plgpu.layout_cast(jnp.zeros((T, T), bf16), wgmma_layout)
+  for i in range(3):
+    for b in range(BLOCKS):
+      dz.at[i, b][...] = zero
+  sync()  # (the tensor cores read them)
+  plgpu.barrier_wait(mb.at[MB_INIT])
+  plgpu.barrier_wait(mb.at[MB_INIT + 1])
+  lr_tile = cols_of(_load(small.at[ROW_LR], by_col))  # The member's lr everywhere
+  lr_units = _load(small.at[ROW_LR], by_row)
+
+  def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns z^T by block (x 255)
+    def run(acc0, acc1):
+      fetch(s, 0, 0)
+      for k in range(TILES):
+        slot = k % 2
+        if k + 1 < TILES:  # Tile k + 1 into the other slot, once tile k - 1 is done with it:
+          plgpu.wgmma_wait(0)  # its forward products have read x's tile,
+          plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # its store has read W0^T's
+          fetch(s, k + 1, 1 - slot)
+        for j in range(3):
+          plgpu.barrier_wait(mb.at[MB_TILE + 3 * slot + j])
+        for b, acc in enumerate((acc0, acc1)):
+          w = _load(wbuf.at[slot, b], wgmma_layout)
+          w = w - lr_tile * (gradient(b, slot) * (1.0 / 255.0))
+          _store(wbuf.at[slot, b], w)
+          for part in reversed(split3_in_kernel(w, ptx=ptx)):
+            plgpu.wgmma(acc, part, xk.at[slot, 1].transpose((1, 0)))
+        sync()  # The new tile visible to the copy
+        plgpu.copy_smem_to_gmem(wbuf.at[slot], tile(w0t_out, k))
+      plgpu.wgmma_wait(0)
+      plgpu.wait_smem_to_gmem(0)  # Every tile out before the next walk reads them
+      return acc0[...], acc1[...]
+    return pl.run_scoped(run, plgpu.ACC((T, T), f32), plgpu.ACC((T, T), f32))
+
+  def meet(parity):  # The cluster's two CTAs, their partial logits stored
+    plgpu.barrier_arrive(cluster_bar.at[parity])
+    plgpu.barrier_wait(cluster_bar.at[parity])
+
+  def outputs(s, zs):  # Step s's logits, loss, backward into dz, W1 and b1
+    parity = lax.rem(s, 2)
+    plgpu.copy_gmem_to_smem(labels_in.at[data, s], labels, mb.at[MB_LABELS])
+    zs = [z * (1.0 / 255.0) for z in zs]
+    hs = [jnp.maximum(z, 0.0) for z in zs]
+    w1 = [[_load(w1s.at[b, k], by_row) for k in range(CLASSES)] for b in range(BLOCKS)]
+    for k in range(CLASSES):  # This CTA's partial logits, block 0's units then block 1's
+      p = jnp.sum(hs[0] * rows_of(w1[0][k]), axis=0) + jnp.sum(hs[1] * rows_of(w1[1][k]),
+                                                               axis=0)
+      part.at[parity, k][...] = p
+    sync()
+    pl.when(parity == 0)(lambda: meet(0))
+    pl.when(parity == 1)(lambda: meet(1))
+    logits = []
+    for k in range(CLASSES):  # Half 0's partial, half 1's, b1: the same bits in both CTAs
+      p0 = _load(plgpu.cluster_ref(part.at[parity, k], {"half": 0}), by_col)
+      p1 = _load(plgpu.cluster_ref(part.at[parity, k], {"half": 1}), by_col)
+      logits.append(p0 + p1 + _load(small.at[k], by_col))
+    top = functools.reduce(jnp.maximum, logits)
+    e = [jnp.exp(v - top) for v in logits]
+    total = functools.reduce(jnp.add, e)
+    plgpu.barrier_wait(mb.at[MB_LABELS])
+    y = [_load(labels.at[k], by_col) for k in range(CLASSES)]
+    picked = functools.reduce(jnp.add, [yk * v for yk, v in zip(y, logits)])
+    dl = [(ek / total - yk) * (1.0 / BATCH) for ek, yk in zip(e, y)]
+
+    @pl.when(h == 0)
+    def _():
+      plgpu.wait_smem_to_gmem(0)  # The last step's metrics out
+      metrics.at[0][...] = jnp.log(total) + top - picked
+      metrics.at[1][...] = jnp.where(picked >= top, 1.0, 0.0)
+      sync()
+      plgpu.copy_smem_to_gmem(metrics, metrics_out.at[m, s])
+
+    for b in range(BLOCKS):  # dz^T = [z > 0] W1 dL/dlogits^T; W1's rows (after their use)
+      dh = functools.reduce(jnp.add, [rows_of(w1[b][k]) * cols_of(dl[k])
+                                      for k in range(CLASSES)])
+      for i, p in enumerate(split3_in_kernel(jnp.where(zs[b] > 0.0, dh, 0.0), ptx=ptx)):
+        dz.at[i, b][...] = p
+      for k in range(CLASSES):
+        w1s.at[b, k][...] = w1[b][k] - lr_units * jnp.sum(hs[b] * cols_of(dl[k]), axis=1)
+    for k in range(CLASSES):  # b1 (each row's 64 lanes the same: a sum over the batch each)
+      small.at[k][...] = _load(small.at[k], by_row) - lr_units * jnp.sum(cols_of(dl[k]),
+                                                                         axis=1)
+    sync()  # dz's parts before the tensor cores read them
+
+  def step(s, carry):
+    zs = walk(s)
+    pl.when(s < steps)(lambda: outputs(s, zs))
+    return carry
+
+  lax.fori_loop(0, steps + 1, step, None)
+  plgpu.copy_smem_to_gmem(w1s, w1_out.at[m, h])
+
+  @pl.when(h == 0)
+  def _():
+    plgpu.copy_smem_to_gmem(small, small_out.at[m])
+  plgpu.wait_smem_to_gmem(0)
+
+
+@functools.lru_cache(maxsize=None)
+def _call(members: int, steps: int, shared: bool, interpret: bool = False):
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  f32, bf16 = jnp.float32, jnp.bfloat16
+  swizzled = _swizzled()
+  shape = jax.ShapeDtypeStruct
+  return plgpu.kernel(
+      functools.partial(_kernel, steps=steps, shared=shared, ptx=not interpret),
+      out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
+                shape((members, 2, BLOCKS, ROWS, T), f32),
+                shape((members, ROWS, T), f32),
+                shape((members, steps, 2, BATCH), f32)),  # each row's loss and whether right
+      grid=(members,), grid_names=("member",), cluster=(2,), cluster_names=("half",),
+      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+      scratch_types=[
+          plgpu.SMEM((2, BLOCKS, T, T), f32),  # W0^T's tiles, by slot
+          plgpu.SMEM((2, 2, T, T), bf16, transforms=swizzled),  # x's tiles, by slot
+          plgpu.SMEM((3, BLOCKS, T, T), bf16, transforms=swizzled),  # dz^T's parts
+          plgpu.SMEM((BLOCKS, ROWS, T), f32),  # W1's rows (a class a row), by block
+          plgpu.SMEM((ROWS, T), f32),  # b1 by class, the learning rate
+          plgpu.SMEM((ROWS, T), f32),  # the step's one-hot labels, a class a row
+          plgpu.SMEM((2, ROWS, T), f32),  # this CTA's partial logits, by step parity
+          plgpu.SMEM((2, BATCH), f32),  # the step's per-row loss and correct flags
+          plgpu.Barrier(num_barriers=MBARRIERS),
+          plgpu.ClusterBarrier(collective_axes=("half",), num_barriers=2),
+      ])
+
+
+def pack(params, lrs):
+  """Stacked params [{"w": (P, 784, 256), "b": (P, 256)}, {"w": (P, 256, 10), "b": (P, 10)}]
+  and learning rates (P,) as the kernel's W0^T (P, 2, 2, 64, 832), W1's rows (P, 2, 2, 16, 64)
+  and small rows (P, 16, 64)."""
+  w0, b0 = params[0]["w"], params[0]["b"]
+  members = w0.shape[0]
+  w0p = jnp.concatenate([w0, b0[:, None, :]], axis=1)  # b0 as input 784's row
+  w0p = jnp.pad(w0p, ((0, 0), (0, INPUTS - 785), (0, 0)))
+  w0t = jnp.swapaxes(w0p, 1, 2).reshape(members, 2, BLOCKS, T, INPUTS)
+  w1 = jnp.swapaxes(params[1]["w"], 1, 2)  # (P, 10, 256)
+  w1 = jnp.pad(w1, ((0, 0), (0, ROWS - CLASSES), (0, 0)))
+  w1 = w1.reshape(members, ROWS, 2, BLOCKS, T).transpose(0, 2, 3, 1, 4)
+  small = jnp.concatenate([params[1]["b"], jnp.asarray(lrs, jnp.float32)[:, None],
+                           jnp.zeros((members, ROWS - CLASSES - 1), jnp.float32)], axis=1)
+  small = jnp.broadcast_to(small[:, :, None], (members, ROWS, T))
+  return w0t, w1, small
+
+
+def unpack(w0t, w1, small):
+  """``pack``'s inverse (the learning rates dropped)."""
+  members = w0t.shape[0]
+  w0p = jnp.swapaxes(w0t.reshape(members, HIDDEN, INPUTS), 1, 2)
+  w1 = w1.transpose(0, 3, 1, 2, 4).reshape(members, ROWS, HIDDEN)[:, :CLASSES]
+  return [{"w": w0p[:, :784], "b": w0p[:, 784]},
+          {"w": jnp.swapaxes(w1, 1, 2), "b": small[:, :CLASSES, 0]}]
+
+
+def batches(x, labels, orders, steps: int):
+  """x (N, 784) uint8 and labels (N,) gathered by ``orders`` (D, >= steps * 64): pixels
+  (D, steps, 64, 832) bfloat16 (integers; input 784 is 255, b0's), one-hot labels
+  (D, steps, 16, 64) float32, a class a row."""
+  idx = orders[:, :steps * BATCH]
+  d = idx.shape[0]
+  xs = x[idx].astype(jnp.bfloat16).reshape(d, steps, BATCH, 784)
+  ones = jnp.full((d, steps, BATCH, 1), 255, jnp.bfloat16)
+  xs = jnp.concatenate([xs, ones, jnp.zeros((d, steps, BATCH, INPUTS - 785), jnp.bfloat16)],
+                       axis=3)
+  onehot = jax.nn.one_hot(labels[idx], ROWS, dtype=jnp.float32).reshape(d, steps, BATCH, ROWS)
+  return xs, jnp.swapaxes(onehot, 2, 3)
+
+
+def train_steps(params, lrs, xs, onehot):
+  """``steps`` SGD steps of every member in one launch: stacked params and lrs as ``pack``
+  takes them, xs and onehot from ``batches`` (D = 1: every member on the same batches; D = P:
+  each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only."""
+  members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
+  if not shared and xs.shape[0] != members:
+    raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
+  w0t, w1, small = pack(params, lrs)
+  w0t, w1, small, metrics = _call(members, steps, shared)(w0t, w1, small, xs, onehot)
+  losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
+  correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
+  return unpack(w0t, w1, small), losses, correct
+
+
+def reference(params, lrs, xs, onehot):
+  """The plain-jnp twin of ``train_steps`` at the params' dtype: the same steps, products at
+  full precision, the logits as half 0's units then half 1's, then b1."""
+  hi = lax.Precision.HIGHEST
+  dt = params[0]["w"].dtype
+  shared = xs.shape[0] == 1
+
+  def member(w0, b0, w1, b1, lr, xs, onehot):
+    w0p = jnp.pad(jnp.concatenate([w0, b0[None]], axis=0), ((0, INPUTS - 785), (0, 0)))
+
+    def step(carry, xy):
+      w0p, w1, b1 = carry
+      x, y = xy
+      x, y = x.astype(dt), y[:CLASSES].T.astype(dt)
+      z = jnp.dot(x, w0p, precision=hi) * (1.0 / 255.0)
+      hid = jnp.maximum(z, 0.0)
+      half = HIDDEN // 2
+      logits = (jnp.dot(hid[:, :half], w1[:half], precision=hi)
+                + jnp.dot(hid[:, half:], w1[half:], precision=hi)) + b1
+      top = jnp.max(logits, axis=1)
+      e = jnp.exp(logits - top[:, None])
+      total = jnp.sum(e, axis=1)
+      picked = jnp.sum(y * logits, axis=1)
+      dl = (e / total[:, None] - y) * (1.0 / BATCH)
+      dz = jnp.where(z > 0, jnp.dot(dl, w1.T, precision=hi), 0.0)
+      w0p = w0p - lr * (jnp.dot(x.T, dz, precision=hi) * (1.0 / 255.0))
+      w1 = w1 - lr * jnp.dot(hid.T, dl, precision=hi)
+      b1 = b1 - lr * jnp.sum(dl, axis=0)
+      loss = jnp.mean(jnp.log(total) + top - picked)
+      return (w0p, w1, b1), (loss, jnp.sum(jnp.where(picked >= top, 1, 0)))
+
+    (w0p, w1, b1), (losses, correct) = lax.scan(step, (w0p, w1, b1), (xs, onehot))
+    return w0p[:784], w0p[784], w1, b1, losses, correct
+
+  data_axis = None if shared else 0
+  w0, b0, w1, b1, losses, correct = jax.vmap(
+      member, in_axes=(0, 0, 0, 0, 0, data_axis, data_axis))(
+          params[0]["w"], params[0]["b"], params[1]["w"], params[1]["b"],
+          jnp.asarray(lrs, dt), xs[0] if shared else xs, onehot[0] if shared else onehot)
+  return ([{"w": w0, "b": b0}, {"w": w1, "b": b1}], losses,
+          correct.astype(jnp.int32))
+

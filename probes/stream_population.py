@@ -1,0 +1,83 @@
+"""Checks and times ``stream_population_mgpu`` (a population of MLPs 784-256-10, their weights
+streamed from global memory every step) on a Hopper GPU: each member against the kernel's jnp
+twin in float32 (random pixels and labels, the members' own learning rates and batches), the
+same bits twice, then us a step beside the twin under XLA (a vmapped scan of the same steps,
+float32 products at HIGHEST), for each population size.
+
+  python -m probes.stream_population                     # 8, 64 and 128 members
+  python -m probes.stream_population --shared            # the members on one set of batches
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import flags
+
+from jaxshallow import mlp
+from jaxshallow.run import cli
+from pallas_kernels.fused import stream_population_mgpu as k
+from probes import hopper
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("members", ["8", "64", "128"], "Population sizes.")
+flags.DEFINE_bool("shared", False, "Every member on the same batches (else each its own).")
+flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
+
+SHORT, LONG = 10, 110
+CHECK_STEPS = 20
+
+
+def problem(members: int, steps: int, shared: bool, seed: int = 0):
+  """Random pixels and labels, each member's order (or one), He-initialised members, their
+  learning rates 0.05 .. 0.2: (params, lrs, xs, onehot) as ``train_steps`` takes them."""
+  rng = np.random.default_rng(seed)
+  n = steps * k.BATCH
+  x = jnp.asarray(rng.integers(0, 256, (n, 784), dtype=np.uint8))
+  y = jnp.asarray(rng.integers(0, 10, n).astype(np.int32))
+  orders = jnp.asarray(np.stack([rng.permutation(n) for _ in range(1 if shared else members)]))
+  keys = jax.random.split(jax.random.key(seed), members)
+  params = jax.vmap(lambda key: mlp.init_mlp(key, (784, 256, 10)))(keys)
+  lrs = jnp.linspace(0.05, 0.2, members, dtype=jnp.float32)
+  return (params, lrs, *k.batches(x, y, orders, steps))
+
+
+def check(members: int, shared: bool):
+  """The kernel's losses and weights against the twin's in float32 (the largest relative
+  error over the members), and whether a second run gives the same bits."""
+  args = problem(members, CHECK_STEPS, shared)
+  run = jax.jit(k.train_steps)
+  got = jax.block_until_ready(run(*args))
+  want = jax.jit(k.reference)(*args)
+  err = max(float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+                  / max(np.linalg.norm(np.asarray(b, np.float64)), 1e-30))
+            for a, b in zip(jax.tree.leaves(got[:2]), jax.tree.leaves(want[:2])))
+  same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(got),
+                                                  jax.tree.leaves(run(*args))))
+  return err, same
+
+
+def main(argv):
+  del argv
+  sizes = cli.ints("members", FLAGS.members)
+  cli.at_least("repeats", FLAGS.repeats, 1)
+  d = hopper.require_hopper("probes.stream_population")
+  kind = "one set of batches" if FLAGS.shared else "each member its own batches"
+  print(f"{d.device_kind}, jax {jax.__version__}: {kind}")
+  for members in sizes:
+    err, same = check(members, FLAGS.shared)
+    times = []
+    for fn in (k.train_steps, k.reference):
+      launch = [functools.partial(jax.jit(fn), *problem(members, n, FLAGS.shared))
+                for n in (SHORT, LONG)]
+      times.append(hopper.us_per_step(*launch, SHORT, LONG, FLAGS.repeats))
+    print(f"  {members} members: {CHECK_STEPS} steps {err:.1e} from the twin, "
+          f"{'the same bits twice' if same else 'NOT the same bits twice'}; kernel "
+          f"{times[0]:.1f} us a step, XLA {times[1]:.1f}: {times[1] / times[0]:.2f}x "
+          f"({members / times[0] * 1e6 / 937:.0f} networks/s at 937 steps an epoch)",
+          flush=True)
+
+
+if __name__ == "__main__":
+  cli.run(main)
