@@ -17,12 +17,14 @@ from absl import flags
 
 from jaxshallow import mlp
 from jaxshallow.run import cli
+from jaxshallow.run.config import ConfigError
 from pallas_kernels.fused import stream_population_mgpu as k
 from probes import hopper
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("members", ["8", "64", "128"], "Population sizes.")
 flags.DEFINE_bool("shared", False, "Every member on the same batches (else each its own).")
+flags.DEFINE_list("warpgroups", ["2", "1"], "The kernel's forms: warpgroups a CTA (1 or 2).")
 flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
 
 SHORT, LONG = 10, 110
@@ -43,11 +45,11 @@ def problem(members: int, steps: int, shared: bool, seed: int = 0):
   return (params, lrs, *k.batches(x, y, orders, steps))
 
 
-def check(members: int, shared: bool):
+def check(members: int, shared: bool, warpgroups: int):
   """The kernel's losses and weights against the twin's in float32 (the largest relative
   error over the members), and whether a second run gives the same bits."""
   args = problem(members, CHECK_STEPS, shared)
-  run = jax.jit(k.train_steps)
+  run = jax.jit(functools.partial(k.train_steps, warpgroups=warpgroups))
   got = jax.block_until_ready(run(*args))
   want = jax.jit(k.reference)(*args)
   err = max(float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64))
@@ -61,22 +63,28 @@ def check(members: int, shared: bool):
 def main(argv):
   del argv
   sizes = cli.ints("members", FLAGS.members)
+  forms = cli.ints("warpgroups", FLAGS.warpgroups)
+  if not set(forms) <= {1, 2}:
+    raise ConfigError(f"--warpgroups takes 1 and 2, got {','.join(FLAGS.warpgroups)}")
   cli.at_least("repeats", FLAGS.repeats, 1)
   d = hopper.require_hopper("probes.stream_population")
   kind = "one set of batches" if FLAGS.shared else "each member its own batches"
   print(f"{d.device_kind}, jax {jax.__version__}: {kind}")
+  def us_per_step(fn, members):
+    launch = [functools.partial(jax.jit(fn), *problem(members, n, FLAGS.shared))
+              for n in (SHORT, LONG)]
+    return hopper.us_per_step(*launch, SHORT, LONG, FLAGS.repeats)
+
   for members in sizes:
-    err, same = check(members, FLAGS.shared)
-    times = []
-    for fn in (k.train_steps, k.reference):
-      launch = [functools.partial(jax.jit(fn), *problem(members, n, FLAGS.shared))
-                for n in (SHORT, LONG)]
-      times.append(hopper.us_per_step(*launch, SHORT, LONG, FLAGS.repeats))
-    print(f"  {members} members: {CHECK_STEPS} steps {err:.1e} from the twin, "
-          f"{'the same bits twice' if same else 'NOT the same bits twice'}; kernel "
-          f"{times[0]:.1f} us a step, XLA {times[1]:.1f}: {times[1] / times[0]:.2f}x "
-          f"({members / times[0] * 1e6 / 937:.0f} networks/s at 937 steps an epoch)",
-          flush=True)
+    xla = us_per_step(k.reference, members)
+    print(f"  {members} members: XLA {xla:.1f} us a step", flush=True)
+    for wg in forms:
+      err, same = check(members, FLAGS.shared, wg)
+      us = us_per_step(functools.partial(k.train_steps, warpgroups=wg), members)
+      print(f"    kernel, {wg} warpgroup(s): {CHECK_STEPS} steps {err:.1e} from the twin, "
+            f"{'the same bits twice' if same else 'NOT the same bits twice'}; {us:.1f} us a "
+            f"step: {xla / us:.2f}x XLA ({members / us * 1e6 / 937:.0f} networks/s at 937 "
+            f"steps an epoch)", flush=True)
 
 
 if __name__ == "__main__":

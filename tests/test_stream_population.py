@@ -14,14 +14,17 @@ from pallas_kernels.fused import stream_population_mgpu as k
 SIZES = (784, 256, 10)
 
 
-@pytest.mark.parametrize("members,steps,sets", [(3, 2, 3), (2, 1, 1)], ids=["own", "shared"])
-def test_kernel_lowers(members, steps, sets):
+@pytest.mark.parametrize("members,steps,sets,warpgroups",
+                         [(3, 2, 3, 2), (2, 1, 1, 2), (3, 2, 3, 1)],
+                         ids=["own", "shared", "one-warpgroup"])
+def test_kernel_lowers(members, steps, sets, warpgroups):
   f32, shape = jnp.float32, jax.ShapeDtypeStruct
   params = [{"w": shape((members, a, b), f32), "b": shape((members, b), f32)}
             for a, b in zip(SIZES[:-1], SIZES[1:])]
   args = (params, shape((members,), f32), shape((sets, steps, k.BATCH, k.INPUTS), jnp.bfloat16),
           shape((sets, steps, k.ROWS, k.BATCH), f32))
-  text = jax.jit(k.train_steps).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+  fn = jax.jit(lambda *a: k.train_steps(*a, warpgroups=warpgroups))
+  text = fn.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
   assert "mosaic_gpu" in text
 
 

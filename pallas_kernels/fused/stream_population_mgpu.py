@@ -14,8 +14,9 @@ where 4x xla allows 39.5.
 
 Each member is a cluster of two CTAs (grid ``member``, cluster ``half``); CTA h owns units
 128 h .. 128 h + 127 as two blocks of 64, W0^T's rows (units) by 832 inputs, with b0 as input
-784 (the images' input 784 is 255, so x W0 / 255 adds b0). A step s of a launch walks W0^T in
-13 tiles of 64 inputs, two in flight by TMA; for each tile and block:
+784 (the images' input 784 is 255, so x W0 / 255 adds b0), a warpgroup a block (or one
+warpgroup both: ``warpgroups``). A step s of a launch walks W0^T in 13 tiles of 64 inputs, two
+in flight by TMA (each warpgroup its own copies); for each tile and block:
 
   gradient  dW0^T = dz_{s-1}[:, block]^T x_{s-1}[:, k] on the tensor cores: dz's three
             bfloat16 parts (exact) against the pixels (integers, exact in one part); zero at
@@ -24,10 +25,11 @@ Each member is a cluster of two CTAs (grid ``member``, cluster ``half``); CTA h 
   forward   z^T += W0^T[block, k] x_s[:, k]^T, the updated tile's three parts taken from
             registers (the tensor cores' A operand): no part is stored
 
-Then (CUDA cores, float32) h = relu(z / 255), each CTA's partial logits (a class a row), the
-cluster's two added in CTA order after a cluster barrier (read from the peer's shared memory),
-b1, the softmax, the loss and dL/dlogits; dz^T's parts for the next step's gradients; W1's
-rows and b1 updated. A launch of ``steps`` steps runs steps + 1 walks: the last applies the last
+Then (CUDA cores, float32) h = relu(z / 255), each warpgroup's partial logits (a class a row),
+the cluster's added in CTA and warpgroup order after a barrier of the two warpgroups and a
+cluster barrier (read from the peer's shared memory; every warpgroup the same bits), b1, the
+softmax, the loss and dL/dlogits; dz^T's parts for the next step's gradients; W1's rows and b1
+updated. A launch of ``steps`` steps runs steps + 1 walks: the last applies the last
 step's gradient (its forward is dropped). Every member has its own learning rate and its own
 batches, or all members one set (``shared``). Nothing uses atomics: every run gives the same
 bits.
@@ -54,10 +56,11 @@ T = 64  # A block's units, a tile's inputs, the batch: wgmma's M, K and N
 BLOCKS = 2  # Blocks of units a CTA
 ROWS = 16  # The small rows: b1 by class (each broadcast over 64 lanes), then the learning rate
 ROW_LR = CLASSES
-# mbarriers: by slot, W0^T's tile and x's two tiles (last step's, this step's); then the
-# first W1 rows and small rows, and the step's one-hot labels
-MB_TILE, MB_INIT, MB_LABELS = 0, 6, 8
-MBARRIERS = 9
+# mbarriers, a warpgroup's: by slot, W0^T's tile and x's two tiles (last step's, this step's);
+# the step's one-hot labels; then the first W1 rows and small rows
+MB_TILE, MB_LABELS, MB_WG = 0, 6, 7
+MB_INIT = 2 * MB_WG
+MBARRIERS = MB_INIT + 2
 
 
 def _swizzled():
@@ -67,14 +70,19 @@ def _swizzled():
 
 def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
-            wbuf, xk, dz, w1s, small, labels, part, metrics, mb, cluster_bar,  # scratch
-            *, steps: int, shared: bool, ptx: bool):
+            wbuf, xk, dz, w1s, small, labels, part, metrics, mb, parts_in, peer_in,
+            cluster_bar,  # scratch
+            *, steps: int, shared: bool, ptx: bool, warpgroups: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (64,): one value a column (a row of the batch)
   m, h = lax.axis_index("member"), lax.axis_index("half")
+  # Two warpgroups: warpgroup g the units of block g, its own copies and mbarriers; one: both.
+  g = lax.axis_index("wg") if warpgroups == 2 else 0
+  blocks = [g] if warpgroups == 2 else list(range(BLOCKS))
   data = 0 if shared else m  # The batches' member
+  bar = lambda i: mb.at[MB_WG * g + i]  # This warpgroup's mbarrier i
 
   def rows_of(v):
     return lax.broadcast_in_dim(v, (T, T), [0])
@@ -82,23 +90,27 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   def cols_of(v):
     return lax.broadcast_in_dim(v, (T, T), [1])
 
-  def tile(ref, k):  # W0^T's tile k of this CTA's two blocks
-    return ref.at[m, h, :, :, pl.ds(k * T, T)]
+  def tile(ref, k):  # W0^T's tile k of this warpgroup's blocks
+    units = pl.ds(g, 1) if warpgroups == 2 else slice(None)
+    return ref.at[m, h, units, :, pl.ds(k * T, T)]
+
+  def slot_of(i):  # The warpgroup's part of W0^T's slot i
+    return wbuf.at[i, pl.ds(g, 1)] if warpgroups == 2 else wbuf.at[i]
 
   def fetch(s, k, slot):  # W0^T's tile k (the input's at step 0), x_{s-1}'s and x_s's
     first = MB_TILE + 3 * slot
-    pl.when(s == 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_in, k), wbuf.at[slot],
-                                                    mb.at[first]))
-    pl.when(s > 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_out, k), wbuf.at[slot],
-                                                   mb.at[first]))
+    pl.when(s == 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_in, k), slot_of(slot),
+                                                    bar(first)))
+    pl.when(s > 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_out, k), slot_of(slot),
+                                                   bar(first)))
     for j, at in enumerate((jnp.maximum(s - 1, 0), jnp.minimum(s, steps - 1))):
-      plgpu.copy_gmem_to_smem(x_in.at[data, at, :, pl.ds(k * T, T)], xk.at[slot, j],
-                              mb.at[first + 1 + j])
+      plgpu.copy_gmem_to_smem(x_in.at[data, at, :, pl.ds(k * T, T)], xk.at[g, slot, j],
+                              bar(first + 1 + j))
 
   def gradient(b, slot):  # dz[:, b]^T x_{s-1}[:, k] over dz's three parts: the tile's layout
     def run(acc):
       for i in (2, 1, 0):
-        plgpu.wgmma(acc, dz.at[i, b], xk.at[slot, 0])
+        plgpu.wgmma(acc, dz.at[i, b], xk.at[g, slot, 0])
       plgpu.wgmma_wait(0)  # (the last forward products too: their registers are reused)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
@@ -107,11 +119,13 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     plgpu.commit_smem()
 
   # The launch's first W1 rows and small rows; dz zero (the first walk updates nothing).
-  plgpu.copy_gmem_to_smem(w1_in.at[m, h], w1s, mb.at[MB_INIT])
-  plgpu.copy_gmem_to_smem(small_in.at[m], small, mb.at[MB_INIT + 1])
+  @pl.when(g == 0)
+  def _():
+    plgpu.copy_gmem_to_smem(w1_in.at[m, h], w1s, mb.at[MB_INIT])
+    plgpu.copy_gmem_to_smem(small_in.at[m], small, mb.at[MB_INIT + 1])
   zero = plgpu.layout_cast(jnp.zeros((T, T), bf16), wgmma_layout)
   for i in range(3):
-    for b in range(BLOCKS):
+    for b in blocks:
       dz.at[i, b][...] = zero
   sync()  # (the tensor cores read them)
   plgpu.barrier_wait(mb.at[MB_INIT])
@@ -120,7 +134,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   lr_units = _load(small.at[ROW_LR], by_row)
 
   def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns z^T by block (x 255)
-    def run(acc0, acc1):
+    def run(*accs):
       fetch(s, 0, 0)
       for k in range(TILES):
         slot = k % 2
@@ -129,51 +143,65 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
           plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # its store has read W0^T's
           fetch(s, k + 1, 1 - slot)
         for j in range(3):
-          plgpu.barrier_wait(mb.at[MB_TILE + 3 * slot + j])
-        for b, acc in enumerate((acc0, acc1)):
+          plgpu.barrier_wait(bar(MB_TILE + 3 * slot + j))
+        for b, acc in zip(blocks, accs):
           w = _load(wbuf.at[slot, b], wgmma_layout)
           w = w - lr_tile * (gradient(b, slot) * (1.0 / 255.0))
           _store(wbuf.at[slot, b], w)
-          for part in reversed(split3_in_kernel(w, ptx=ptx)):
-            plgpu.wgmma(acc, part, xk.at[slot, 1].transpose((1, 0)))
+          for part_ in reversed(split3_in_kernel(w, ptx=ptx)):
+            plgpu.wgmma(acc, part_, xk.at[g, slot, 1].transpose((1, 0)))
         sync()  # The new tile visible to the copy
-        plgpu.copy_smem_to_gmem(wbuf.at[slot], tile(w0t_out, k))
+        plgpu.copy_smem_to_gmem(slot_of(slot), tile(w0t_out, k))
       plgpu.wgmma_wait(0)
       plgpu.wait_smem_to_gmem(0)  # Every tile out before the next walk reads them
-      return acc0[...], acc1[...]
-    return pl.run_scoped(run, plgpu.ACC((T, T), f32), plgpu.ACC((T, T), f32))
+      return [acc[...] for acc in accs]
+    return pl.run_scoped(run, *[plgpu.ACC((T, T), f32) for _ in blocks])
 
   def meet(parity):  # The cluster's two CTAs, their partial logits stored
     plgpu.barrier_arrive(cluster_bar.at[parity])
     plgpu.barrier_wait(cluster_bar.at[parity])
 
+  def exchange(parity):  # Both CTAs' partial logits readable by every warpgroup: with two,
+    # both arrive at parts_in; the first meets the peer CTA, then lets the second read
+    if warpgroups == 1:
+      pl.when(parity == 0)(lambda: meet(0))
+      pl.when(parity == 1)(lambda: meet(1))
+      return
+    plgpu.barrier_arrive(parts_in)
+    plgpu.barrier_wait(parts_in)
+
+    @pl.when(g == 0)
+    def _():
+      pl.when(parity == 0)(lambda: meet(0))
+      pl.when(parity == 1)(lambda: meet(1))
+      plgpu.barrier_arrive(peer_in)
+    pl.when(g == 1)(lambda: plgpu.barrier_wait(peer_in))
+
   def outputs(s, zs):  # Step s's logits, loss, backward into dz, W1 and b1
     parity = lax.rem(s, 2)
-    plgpu.copy_gmem_to_smem(labels_in.at[data, s], labels, mb.at[MB_LABELS])
+    plgpu.copy_gmem_to_smem(labels_in.at[data, s], labels.at[g], bar(MB_LABELS))
     zs = [z * (1.0 / 255.0) for z in zs]
     hs = [jnp.maximum(z, 0.0) for z in zs]
-    w1 = [[_load(w1s.at[b, k], by_row) for k in range(CLASSES)] for b in range(BLOCKS)]
-    for k in range(CLASSES):  # This CTA's partial logits, block 0's units then block 1's
-      p = jnp.sum(hs[0] * rows_of(w1[0][k]), axis=0) + jnp.sum(hs[1] * rows_of(w1[1][k]),
-                                                               axis=0)
-      part.at[parity, k][...] = p
+    w1 = [[_load(w1s.at[b, k], by_row) for k in range(CLASSES)] for b in blocks]
+    for k in range(CLASSES):  # This warpgroup's partial logits, its blocks in order
+      part.at[parity, g, k][...] = functools.reduce(
+          jnp.add, [jnp.sum(hb * rows_of(w1b[k]), axis=0) for hb, w1b in zip(hs, w1)])
     sync()
-    pl.when(parity == 0)(lambda: meet(0))
-    pl.when(parity == 1)(lambda: meet(1))
+    exchange(parity)
     logits = []
-    for k in range(CLASSES):  # Half 0's partial, half 1's, b1: the same bits in both CTAs
-      p0 = _load(plgpu.cluster_ref(part.at[parity, k], {"half": 0}), by_col)
-      p1 = _load(plgpu.cluster_ref(part.at[parity, k], {"half": 1}), by_col)
-      logits.append(p0 + p1 + _load(small.at[k], by_col))
+    for k in range(CLASSES):  # Half 0's partials, half 1's, b1: the same bits everywhere
+      terms = [_load(plgpu.cluster_ref(part.at[parity, wg, k], {"half": half}), by_col)
+               for half in range(2) for wg in range(warpgroups)]
+      logits.append(functools.reduce(jnp.add, terms) + _load(small.at[k], by_col))
     top = functools.reduce(jnp.maximum, logits)
     e = [jnp.exp(v - top) for v in logits]
     total = functools.reduce(jnp.add, e)
-    plgpu.barrier_wait(mb.at[MB_LABELS])
-    y = [_load(labels.at[k], by_col) for k in range(CLASSES)]
+    plgpu.barrier_wait(bar(MB_LABELS))
+    y = [_load(labels.at[g, k], by_col) for k in range(CLASSES)]
     picked = functools.reduce(jnp.add, [yk * v for yk, v in zip(y, logits)])
     dl = [(ek / total - yk) * (1.0 / BATCH) for ek, yk in zip(e, y)]
 
-    @pl.when(h == 0)
+    @pl.when(jnp.logical_and(h == 0, g == 0))
     def _():
       plgpu.wait_smem_to_gmem(0)  # The last step's metrics out
       metrics.at[0][...] = jnp.log(total) + top - picked
@@ -181,16 +209,19 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       sync()
       plgpu.copy_smem_to_gmem(metrics, metrics_out.at[m, s])
 
-    for b in range(BLOCKS):  # dz^T = [z > 0] W1 dL/dlogits^T; W1's rows (after their use)
-      dh = functools.reduce(jnp.add, [rows_of(w1[b][k]) * cols_of(dl[k])
-                                      for k in range(CLASSES)])
-      for i, p in enumerate(split3_in_kernel(jnp.where(zs[b] > 0.0, dh, 0.0), ptx=ptx)):
+    for b, z, hb, w1b in zip(blocks, zs, hs, w1):  # dz^T = [z > 0] W1 dL/dlogits^T; W1's
+      # rows (after their use)
+      dh = functools.reduce(jnp.add, [rows_of(w1b[k]) * cols_of(dl[k]) for k in range(CLASSES)])
+      for i, p in enumerate(split3_in_kernel(jnp.where(z > 0.0, dh, 0.0), ptx=ptx)):
         dz.at[i, b][...] = p
       for k in range(CLASSES):
-        w1s.at[b, k][...] = w1[b][k] - lr_units * jnp.sum(hs[b] * cols_of(dl[k]), axis=1)
-    for k in range(CLASSES):  # b1 (each row's 64 lanes the same: a sum over the batch each)
-      small.at[k][...] = _load(small.at[k], by_row) - lr_units * jnp.sum(cols_of(dl[k]),
-                                                                         axis=1)
+        w1s.at[b, k][...] = w1b[k] - lr_units * jnp.sum(hb * cols_of(dl[k]), axis=1)
+
+    @pl.when(g == 0)  # b1 (each row's 64 lanes the same: a sum over the batch each)
+    def _():
+      for k in range(CLASSES):
+        small.at[k][...] = (_load(small.at[k], by_row)
+                            - lr_units * jnp.sum(cols_of(dl[k]), axis=1))
     sync()  # dz's parts before the tensor cores read them
 
   def step(s, carry):
@@ -199,38 +230,45 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     return carry
 
   lax.fori_loop(0, steps + 1, step, None)
-  plgpu.copy_smem_to_gmem(w1s, w1_out.at[m, h])
+  for b in blocks:
+    plgpu.copy_smem_to_gmem(w1s.at[b], w1_out.at[m, h, b])
 
-  @pl.when(h == 0)
+  @pl.when(jnp.logical_and(h == 0, g == 0))
   def _():
     plgpu.copy_smem_to_gmem(small, small_out.at[m])
   plgpu.wait_smem_to_gmem(0)
 
 
 @functools.lru_cache(maxsize=None)
-def _call(members: int, steps: int, shared: bool, interpret: bool = False):
+def _call(members: int, steps: int, shared: bool, warpgroups: int = 2,
+          interpret: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
   shape = jax.ShapeDtypeStruct
+  threads = dict(num_threads=2, thread_name="wg") if warpgroups == 2 else {}
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, shared=shared, ptx=not interpret),
+      functools.partial(_kernel, steps=steps, shared=shared, ptx=not interpret,
+                        warpgroups=warpgroups),
       out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
                 shape((members, 2, BLOCKS, ROWS, T), f32),
                 shape((members, ROWS, T), f32),
                 shape((members, steps, 2, BATCH), f32)),  # each row's loss and whether right
       grid=(members,), grid_names=("member",), cluster=(2,), cluster_names=("half",),
+      **threads,
       compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
       scratch_types=[
           plgpu.SMEM((2, BLOCKS, T, T), f32),  # W0^T's tiles, by slot
-          plgpu.SMEM((2, 2, T, T), bf16, transforms=swizzled),  # x's tiles, by slot
+          plgpu.SMEM((warpgroups, 2, 2, T, T), bf16, transforms=swizzled),  # x's, by slot
           plgpu.SMEM((3, BLOCKS, T, T), bf16, transforms=swizzled),  # dz^T's parts
           plgpu.SMEM((BLOCKS, ROWS, T), f32),  # W1's rows (a class a row), by block
           plgpu.SMEM((ROWS, T), f32),  # b1 by class, the learning rate
-          plgpu.SMEM((ROWS, T), f32),  # the step's one-hot labels, a class a row
-          plgpu.SMEM((2, ROWS, T), f32),  # this CTA's partial logits, by step parity
+          plgpu.SMEM((warpgroups, ROWS, T), f32),  # the step's one-hot labels, a class a row
+          plgpu.SMEM((2, warpgroups, ROWS, T), f32),  # partial logits, by step parity
           plgpu.SMEM((2, BATCH), f32),  # the step's per-row loss and correct flags
           plgpu.Barrier(num_barriers=MBARRIERS),
+          plgpu.Barrier(num_arrivals=2),  # both warpgroups' partial logits stored
+          plgpu.Barrier(),  # the peer CTA's in (the first warpgroup met it)
           plgpu.ClusterBarrier(collective_axes=("half",), num_barriers=2),
       ])
 
@@ -276,15 +314,17 @@ def batches(x, labels, orders, steps: int):
   return xs, jnp.swapaxes(onehot, 2, 3)
 
 
-def train_steps(params, lrs, xs, onehot):
+def train_steps(params, lrs, xs, onehot, warpgroups: int = 2):
   """``steps`` SGD steps of every member in one launch: stacked params and lrs as ``pack``
   takes them, xs and onehot from ``batches`` (D = 1: every member on the same batches; D = P:
-  each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only."""
+  each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only.
+  ``warpgroups``: 2 (a block of 64 units each) or 1 (both blocks)."""
   members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
   if not shared and xs.shape[0] != members:
     raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
   w0t, w1, small = pack(params, lrs)
-  w0t, w1, small, metrics = _call(members, steps, shared)(w0t, w1, small, xs, onehot)
+  w0t, w1, small, metrics = _call(members, steps, shared, warpgroups)(w0t, w1, small, xs,
+                                                                     onehot)
   losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
   correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
   return unpack(w0t, w1, small), losses, correct
