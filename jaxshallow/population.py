@@ -83,11 +83,13 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
   ``fusion="step"``: the population step kernels (see the module's docstring), for the CNN its
   own step kernels under ``vmap``; ``"cluster"``: a cluster kernel a member (Hopper, the
   reference MLP, or a CTA a member for softmax regression, which gathers each order's batches
-  once; uint8 images); ``"xla"``: the xla impl's ops whatever ``impl`` says."""
+  once; uint8 images); ``"stream"``: the reference MLP's members with their weights streamed
+  from global memory every step (Hopper; refused until checked on a GPU:
+  ``stream_population_mgpu.CHECKED``); ``"xla"``: the xla impl's ops whatever ``impl`` says."""
   members, sets = lrs.shape[0], orders.shape[0]
   if members % sets:
     raise ValueError(f"{sets} orders do not divide {members} members")
-  if fusion != "cluster":  # (The cluster path reads U orders where its kernel can.)
+  if fusion not in ("cluster", "stream"):  # (Those read U orders where their kernels can.)
     orders = fused_population.member_orders(orders, members)
   if fusion == "xla":
     impl, fusion = "xla", "ops"
@@ -126,8 +128,23 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
         params, images, labels, orders, lrs, batch_size=batch_size, precision=precision,
         model=model.name)
     return params, opt_state, metrics
+  if fusion == "stream":
+    widths = fused_epoch.widths_of(member(params, 0))
+    why = (impl != "pallas" and "it is a Pallas kernel (impl='pallas')") or (
+        images.dtype != jnp.uint8 and f"it takes uint8 pixels, not {images.dtype}") or (
+        fused_population.stream_problem(model.name, widths, optimizer, batch_size,
+                                        all("b" in layer for layer in params),
+                                        dtype=params[0]["w"].dtype))
+    if why:
+      raise ValueError(f"fusion='stream' cannot train this population: {why}")
+    train.check_inputs(member(params, 0), images, labels, model,
+                       names=("images", "labels"))
+    params, metrics = fused_population.train_epoch_stream(params, images, labels, orders, lrs,
+                                                          batch_size=batch_size)
+    return params, opt_state, metrics
   if fusion != "ops":
-    raise ValueError(f"fusion must be 'ops', 'step', 'cluster' or 'xla', got {fusion!r}")
+    raise ValueError(f"fusion must be 'ops', 'step', 'cluster', 'stream' or 'xla', got "
+                     f"{fusion!r}")
 
   def one(p, s, order, lr):
     tx = train.optax_transform(optimizer, lr, momentum)

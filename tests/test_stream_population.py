@@ -82,3 +82,61 @@ def test_batches_for_some_members_are_refused():
   xs = jnp.zeros((2, 1, k.BATCH, k.INPUTS), jnp.bfloat16)
   with pytest.raises(ValueError, match="batches for 1 or 3 members, got 2"):
     k.train_steps(params, [0.1] * 3, xs, jnp.zeros((2, 1, k.ROWS, k.BATCH)))
+
+
+@pytest.mark.parametrize("members,sets,chunk", [(5, 5, 2), (3, 1, 64)],
+                         ids=["own-orders-in-chunks", "one-order"])
+def test_epoch_gives_each_member_its_own_run(monkeypatch, members, sets, chunk):
+  """``train_epoch_stream`` with the kernel's twin in its place, in float64: members in launches
+  of at most ``STREAM_CHUNK`` (the last padded), on their own orders or one for all; each
+  member's params, loss and accuracy those of its own run of the twin."""
+  from jaxshallow.fused import epoch as fused_epoch, population as fused_population
+  monkeypatch.setattr(fused_population, "STREAM_CHUNK", chunk)
+  rng = np.random.default_rng(3)
+  steps = 3
+  n = steps * k.BATCH + 5
+  x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+  y = rng.integers(0, 10, n).astype(np.int32)
+  orders = np.stack([rng.permutation(n) for _ in range(sets)]).astype(np.int32)
+  lrs = np.linspace(0.05, 0.3, members)
+  with jax.enable_x64(True):
+    params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), _population(rng, members))
+    got, metrics = fused_population.train_epoch_stream(
+        params, jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), jnp.asarray(lrs),
+        batch_size=k.BATCH, twin=True)
+    for i in range(members):
+      p = jax.tree.map(lambda a: a[i:i + 1], params)
+      xs, onehot = k.batches(jnp.asarray(x.reshape(n, -1)), jnp.asarray(y),
+                             jnp.asarray(orders[i % sets][None]), steps)
+      want, losses, correct = k.reference(p, lrs[i:i + 1], xs, onehot)
+      for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b[0]), rtol=1e-10, atol=1e-13)
+      want_m = fused_epoch.epoch_metrics(losses[0], correct[0], k.BATCH)
+      np.testing.assert_allclose(float(metrics["loss"][i]), float(want_m["loss"]), rtol=1e-10)
+      np.testing.assert_allclose(float(metrics["accuracy"][i]), float(want_m["accuracy"]),
+                                 rtol=1e-12)  # (vmapped: the last bit may differ)
+
+
+def test_population_refuses_the_stream_path_in_one_line(monkeypatch):
+  """fusion="stream" says in one line why it cannot train: off Hopper; on Hopper (pretended)
+  while no jax is checked with it on a GPU; another network."""
+  from jaxshallow import population as pop
+  from pallas_kernels.ops import dense_mgpu
+  params = pop.init_params(lambda key: mlp.init_mlp(key, SIZES), [0, 1])
+  images, labels = np.zeros((70, 28, 28), np.uint8), np.zeros(70, np.int32)
+  orders, lrs = np.stack([np.arange(70)] * 2).astype(np.int32), np.full(2, 0.1, np.float32)
+  run = lambda p, **kw: pop._epoch(p, None, jnp.asarray(images), jnp.asarray(labels),
+                                   jnp.asarray(orders), jnp.asarray(lrs), optimizer="sgd",
+                                   momentum=0.9, impl="pallas", fusion="stream",
+                                   **{"batch_size": 64, **kw})
+  with pytest.raises(ValueError, match="cannot train this population: it runs on Hopper") as e:
+    run(params)
+  assert "\n" not in str(e.value)
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  with pytest.raises(ValueError, match="it was not checked on a GPU with jax"):
+    run(params)
+  with pytest.raises(ValueError, match="it takes batch 64, not 32"):
+    run(params, batch_size=32)
+  wide = pop.init_params(lambda key: mlp.init_mlp(key, (784, 512, 10)), [0, 1])
+  with pytest.raises(ValueError, match="it trains 784-256-10, not 784-512-10"):
+    run(wide)

@@ -8,6 +8,9 @@
 - ``train_epoch_clusters``: every member's epoch through the single network's cluster kernel
   (``cluster_mlp_mgpu``, Hopper), a thread-block cluster a member, in one launch; softmax
   regression's through its one-CTA kernel (``logreg_mgpu``), a CTA a member.
+- ``train_epoch_stream``: every member's epoch through the kernel that streams the members'
+  weights from global memory every step (``stream_population_mgpu``, Hopper; no jax checked
+  with it on a GPU yet, so ``stream_problem`` refuses it everywhere but with its twin).
 """
 
 from __future__ import annotations
@@ -143,4 +146,68 @@ def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int
                        jax.lax.map(body, args))
   params, losses, correct = out
   metrics = jax.vmap(lambda l, c: fused_epoch.epoch_metrics(l, c, batch_size))(losses, correct)
+  return params, metrics
+
+
+# Weights streamed every step ---------------------------------------------------------------
+
+STREAM_CHUNK = 64  # Members a launch: their batches (100 MB each for MNIST) gathered per launch
+
+
+def stream_problem(model: str, widths, optimizer: str, batch_size: int, has_bias: bool,
+                   dtype=jnp.float32) -> str | None:
+  """Why the streamed population kernel (``stream_population_mgpu``) cannot train this
+  population here, or None if it can."""
+  from pallas_kernels.fused import stream_population_mgpu
+  from pallas_kernels.ops import dense_mgpu
+  if model != "mlp":
+    return f"it trains the MLP, not the {model}"
+  if not dense_mgpu.on_hopper():
+    return "it runs on Hopper GPUs only"
+  return stream_population_mgpu.problem(widths, batch_size, bias=has_bias, optimizer=optimizer,
+                                        dtype=dtype)
+
+
+def train_epoch_stream(params, images, labels, orders, lrs, *, batch_size: int,
+                       twin: bool = False):
+  """Every member's epoch through ``stream_population_mgpu.train_steps``, in launches of at most
+  ``STREAM_CHUNK`` members (more in a ``lax.map`` over equal chunks, the last padded with copies
+  of member 0 whose results are dropped). ``orders``: (U, n), U = 1 (every member on the same
+  batches: gathered once) or a divisor of the members (member m on order m mod U, written out a
+  member). Returns (params, metrics), as ``train_epoch`` under vmap. ``twin``: the kernel's
+  plain-jnp twin in its place, for the CPU."""
+  from jaxshallow.fused import epoch as fused_epoch
+  from pallas_kernels.fused import stream_population_mgpu as k
+  del batch_size  # (the kernel's: ``stream_problem`` checked it)
+  x = images.reshape(images.shape[0], -1)
+  members = lrs.shape[0]
+  if orders.shape[0] > 1:
+    orders = member_orders(orders, members)
+  steps = orders.shape[1] // k.BATCH
+  chunks = -(-members // STREAM_CHUNK)
+  size = -(-members // chunks)
+  pad = chunks * size - members
+
+  def padded(a):  # (members, ...) -> (chunks, size, ...)
+    a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad, *a.shape[1:]))]) if pad else a
+    return a.reshape(chunks, size, *a.shape[1:])
+
+  def chunk(p, lr, orders):
+    xs, onehot = k.batches(x, labels, orders, steps)
+    run = k.reference if twin else k.train_steps
+    return run(p, lr.astype(p[0]["w"].dtype), xs, onehot)
+
+  args = (jax.tree.map(padded, params), padded(jnp.asarray(lrs)))
+  if orders.shape[0] == 1:  # One set of batches for every chunk
+    body = lambda a: chunk(*a, orders)
+  else:
+    args = (*args, padded(orders))
+    body = lambda a: chunk(*a)
+  if chunks == 1:
+    out = body(jax.tree.map(lambda a: a[0], args))
+  else:
+    out = jax.tree.map(lambda a: a.reshape(chunks * size, *a.shape[2:])[:members],
+                       jax.lax.map(body, args))
+  params, losses, correct = out
+  metrics = jax.vmap(lambda l, c: fused_epoch.epoch_metrics(l, c, k.BATCH))(losses, correct)
   return params, metrics

@@ -56,11 +56,29 @@ T = 64  # A block's units, a tile's inputs, the batch: wgmma's M, K and N
 BLOCKS = 2  # Blocks of units a CTA
 ROWS = 16  # The small rows: b1 by class (each broadcast over 64 lanes), then the learning rate
 ROW_LR = CLASSES
+# The jax versions it was checked with on a GPU (experiments.check_kernels
+# --only=stream_population): none yet, so no path takes it (``problem`` says so).
+CHECKED = ()
 # mbarriers, a warpgroup's: by slot, W0^T's tile and x's two tiles (last step's, this step's);
 # the step's one-hot labels; then the first W1 rows and small rows
 MB_TILE, MB_LABELS, MB_WG = 0, 6, 7
 MB_INIT = 2 * MB_WG
 MBARRIERS = MB_INIT + 2
+
+
+def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
+  """Why this kernel cannot train a population of this network (one line), or None if it can."""
+  if tuple(widths) != (784, HIDDEN, CLASSES):
+    return f"it trains 784-{HIDDEN}-{CLASSES}, not {'-'.join(map(str, widths))}"
+  if batch != BATCH:
+    return f"it takes batch {BATCH}, not {batch}"
+  if not bias:
+    return "it trains the MLP with biases"
+  if why := common.sgd_float32_problem(optimizer, dtype):
+    return why
+  if (version := tuple(int(v) for v in jax.__version__.split(".")[:2])) not in CHECKED:
+    return f"it was not checked on a GPU with jax {version[0]}.{version[1]}"
+  return None
 
 
 def _swizzled():
