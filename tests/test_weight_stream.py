@@ -1,4 +1,5 @@
-"""probes.weight_stream's kernel lowers for a Hopper GPU in each of its forms (Mosaic GPU checks
+"""probes.weight_stream's kernel (probes.weight_stream_kernel: no flags, so importing it here
+leaves other scripts' flags alone) lowers for a Hopper GPU in each of its forms (Mosaic GPU checks
 layouts and shared memory at lowering; the profiled form lowers only beside a GPU), and the
 probes' trace reader; the times come from the device."""
 
@@ -7,7 +8,7 @@ import os
 
 import pytest
 
-from probes import hopper, weight_stream
+from probes import hopper, weight_stream_kernel as weight_stream
 
 
 @pytest.mark.parametrize("products,x,work", [(True, "held", "all"), (True, "own", "tensor"),
