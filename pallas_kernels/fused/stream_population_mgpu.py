@@ -60,10 +60,10 @@ ROW_LR = CLASSES
 # --only=stream_population): none yet, so no path takes it (``problem`` says so).
 CHECKED = ()
 # mbarriers, a warpgroup's: by slot, W0^T's tile and x's two tiles (last step's, this step's);
-# the step's one-hot labels; then the first W1 rows and small rows
+# the step's one-hot labels; then the first W1 rows, and each warpgroup's small rows
 MB_TILE, MB_LABELS, MB_WG = 0, 6, 7
 MB_INIT = 2 * MB_WG
-MBARRIERS = MB_INIT + 2
+MBARRIERS = MB_INIT + 3
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -136,20 +136,20 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   def sync():  # The warpgroup's stores to shared memory before others read them
     plgpu.commit_smem()
 
-  # The launch's first W1 rows and small rows; dz zero (the first walk updates nothing).
-  @pl.when(g == 0)
-  def _():
-    plgpu.copy_gmem_to_smem(w1_in.at[m, h], w1s, mb.at[MB_INIT])
-    plgpu.copy_gmem_to_smem(small_in.at[m], small, mb.at[MB_INIT + 1])
+  # The launch's first W1 rows and small rows (each warpgroup its own: b1, updated the same
+  # way by both, is read by each while the other may be updating it); dz zero (the first walk
+  # updates nothing).
+  pl.when(g == 0)(lambda: plgpu.copy_gmem_to_smem(w1_in.at[m, h], w1s, mb.at[MB_INIT]))
+  plgpu.copy_gmem_to_smem(small_in.at[m], small.at[g], mb.at[MB_INIT + 1 + g])
   zero = plgpu.layout_cast(jnp.zeros((T, T), bf16), wgmma_layout)
   for i in range(3):
     for b in blocks:
       dz.at[i, b][...] = zero
   sync()  # (the tensor cores read them)
   plgpu.barrier_wait(mb.at[MB_INIT])
-  plgpu.barrier_wait(mb.at[MB_INIT + 1])
-  lr_tile = cols_of(_load(small.at[ROW_LR], by_col))  # The member's lr everywhere
-  lr_units = _load(small.at[ROW_LR], by_row)
+  plgpu.barrier_wait(mb.at[MB_INIT + 1 + g])
+  lr_tile = cols_of(_load(small.at[g, ROW_LR], by_col))  # The member's lr everywhere
+  lr_units = _load(small.at[g, ROW_LR], by_row)
 
   def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns z^T by block (x 255)
     def run(*accs):
@@ -210,7 +210,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     for k in range(CLASSES):  # Half 0's partials, half 1's, b1: the same bits everywhere
       terms = [_load(plgpu.cluster_ref(part.at[parity, wg, k], {"half": half}), by_col)
                for half in range(2) for wg in range(warpgroups)]
-      logits.append(functools.reduce(jnp.add, terms) + _load(small.at[k], by_col))
+      logits.append(functools.reduce(jnp.add, terms) + _load(small.at[g, k], by_col))
     top = functools.reduce(jnp.maximum, logits)
     e = [jnp.exp(v - top) for v in logits]
     total = functools.reduce(jnp.add, e)
@@ -235,11 +235,9 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       for k in range(CLASSES):
         w1s.at[b, k][...] = w1b[k] - lr_units * jnp.sum(hb * cols_of(dl[k]), axis=1)
 
-    @pl.when(g == 0)  # b1 (each row's 64 lanes the same: a sum over the batch each)
-    def _():
-      for k in range(CLASSES):
-        small.at[k][...] = (_load(small.at[k], by_row)
-                            - lr_units * jnp.sum(cols_of(dl[k]), axis=1))
+    for k in range(CLASSES):  # b1 (each row's 64 lanes the same: a sum over the batch each)
+      small.at[g, k][...] = (_load(small.at[g, k], by_row)
+                             - lr_units * jnp.sum(cols_of(dl[k]), axis=1))
     sync()  # dz's parts before the tensor cores read them
 
   def step(s, carry):
@@ -253,7 +251,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
   @pl.when(jnp.logical_and(h == 0, g == 0))
   def _():
-    plgpu.copy_smem_to_gmem(small, small_out.at[m])
+    plgpu.copy_smem_to_gmem(small.at[0], small_out.at[m])
   plgpu.wait_smem_to_gmem(0)
 
 
@@ -280,7 +278,7 @@ def _call(members: int, steps: int, shared: bool, warpgroups: int = 2,
           plgpu.SMEM((warpgroups, 2, 2, T, T), bf16, transforms=swizzled),  # x's, by slot
           plgpu.SMEM((3, BLOCKS, T, T), bf16, transforms=swizzled),  # dz^T's parts
           plgpu.SMEM((BLOCKS, ROWS, T), f32),  # W1's rows (a class a row), by block
-          plgpu.SMEM((ROWS, T), f32),  # b1 by class, the learning rate
+          plgpu.SMEM((warpgroups, ROWS, T), f32),  # b1 by class, the learning rate
           plgpu.SMEM((warpgroups, ROWS, T), f32),  # the step's one-hot labels, a class a row
           plgpu.SMEM((2, warpgroups, ROWS, T), f32),  # partial logits, by step parity
           plgpu.SMEM((2, BATCH), f32),  # the step's per-row loss and correct flags
