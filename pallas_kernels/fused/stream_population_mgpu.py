@@ -89,7 +89,7 @@ def _swizzled():
 def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, metrics, mb, parts_in, peer_in,
-            cluster_bar,  # scratch
+            sums_done, cluster_bar,  # scratch
             *, steps: int, shared: bool, ptx: bool, warpgroups: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
@@ -175,9 +175,21 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       return [acc[...] for acc in accs]
     return pl.run_scoped(run, *[plgpu.ACC((T, T), f32) for _ in blocks])
 
+  def cluster_fence():  # Stores before the arrival, and reads after the wait, ordered at the
+    # cluster's scope (the cluster barrier's mbarrier orders them at the CTA's only)
+    @plgpu.inline_mgpu()
+    def emit(ctx):
+      from jax._src.lib.mlir import ir
+      from jax._src.lib.mlir.dialects import llvm
+      llvm.inline_asm(ir.Type.parse("!llvm.void"), [], "fence.acq_rel.cluster;", "",
+                      has_side_effects=True)
+    emit()
+
   def meet(parity):  # The cluster's two CTAs, their partial logits stored
+    cluster_fence()
     plgpu.barrier_arrive(cluster_bar.at[parity])
     plgpu.barrier_wait(cluster_bar.at[parity])
+    cluster_fence()
 
   def exchange(parity):  # Both CTAs' partial logits readable by every warpgroup: with two,
     # both arrive at parts_in; the first meets the peer CTA, then lets the second read
@@ -201,13 +213,21 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     zs = [z * (1.0 / 255.0) for z in zs]
     hs = [jnp.maximum(z, 0.0) for z in zs]
     w1 = [[_load(w1s.at[b, k], by_row) for k in range(CLASSES)] for b in blocks]
-    for k in range(CLASSES):  # This warpgroup's partial logits, its blocks in order
+    # This warpgroup's partial logits, its blocks in order. A sum over the units (rows) crosses
+    # the warpgroup's warps through a scratch memory that both warpgroups' code addresses the
+    # same way, so with two the second sums only once the first is done.
+    if warpgroups == 2:
+      pl.when(g == 1)(lambda: plgpu.barrier_wait(sums_done))
+    for k in range(CLASSES):
       part.at[parity, g, k][...] = functools.reduce(
           jnp.add, [jnp.sum(hb * rows_of(w1b[k]), axis=0) for hb, w1b in zip(hs, w1)])
+    if warpgroups == 2:
+      pl.when(g == 0)(lambda: plgpu.barrier_arrive(sums_done))
     sync()
     exchange(parity)
     logits = []
-    for k in range(CLASSES):  # Half 0's partials, half 1's, b1: the same bits everywhere
+    for k in range(CLASSES):  # Half 0's partials (by warpgroup), half 1's, then b1: the same
+      # bits in every warpgroup (reference adds the halves' sums, then b1)
       terms = [_load(plgpu.cluster_ref(part.at[parity, wg, k], {"half": half}), by_col)
                for half in range(2) for wg in range(warpgroups)]
       logits.append(functools.reduce(jnp.add, terms) + _load(small.at[g, k], by_col))
@@ -246,6 +266,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     return carry
 
   lax.fori_loop(0, steps + 1, step, None)
+  exchange(jnp.int32(steps % 2))  # The peer has read this CTA's last partial logits: exit
   for b in blocks:
     plgpu.copy_smem_to_gmem(w1s.at[b], w1_out.at[m, h, b])
 
@@ -285,6 +306,7 @@ def _call(members: int, steps: int, shared: bool, warpgroups: int = 2,
           plgpu.Barrier(num_barriers=MBARRIERS),
           plgpu.Barrier(num_arrivals=2),  # both warpgroups' partial logits stored
           plgpu.Barrier(),  # the peer CTA's in (the first warpgroup met it)
+          plgpu.Barrier(),  # the first warpgroup's sums over units done (their scratch free)
           plgpu.ClusterBarrier(collective_axes=("half",), num_barriers=2),
       ])
 
