@@ -113,34 +113,23 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
     params, metrics = jax.vmap(step, in_axes=(0, None, None, 0, 0))(params, images, labels,
                                                                     orders, lrs)
     return params, opt_state, metrics
-  if fusion == "cluster":
+  if fusion in ("cluster", "stream"):  # A kernel that trains every member in one launch
+    problem, run = {
+        "cluster": (fused_population.cluster_problem,
+                    functools.partial(fused_population.train_epoch_clusters,
+                                      precision=precision, model=model.name)),
+        "stream": (fused_population.stream_problem, fused_population.train_epoch_stream),
+    }[fusion]
     widths = fused_epoch.widths_of(member(params, 0))
     why = (impl != "pallas" and "it is a Pallas kernel (impl='pallas')") or (
         images.dtype != jnp.uint8 and f"it takes uint8 pixels, not {images.dtype}") or (
-        fused_population.cluster_problem(model.name, widths, optimizer, batch_size,
-                                         all("b" in layer for layer in params),
-                                         dtype=params[0]["w"].dtype))
+        problem(model.name, widths, optimizer, batch_size,
+                all("b" in layer for layer in params), dtype=params[0]["w"].dtype))
     if why:
-      raise ValueError(f"fusion='cluster' cannot train this population: {why}")
+      raise ValueError(f"fusion={fusion!r} cannot train this population: {why}")
     train.check_inputs(member(params, 0), images, labels, model,
                        names=("images", "labels"))
-    params, metrics = fused_population.train_epoch_clusters(
-        params, images, labels, orders, lrs, batch_size=batch_size, precision=precision,
-        model=model.name)
-    return params, opt_state, metrics
-  if fusion == "stream":
-    widths = fused_epoch.widths_of(member(params, 0))
-    why = (impl != "pallas" and "it is a Pallas kernel (impl='pallas')") or (
-        images.dtype != jnp.uint8 and f"it takes uint8 pixels, not {images.dtype}") or (
-        fused_population.stream_problem(model.name, widths, optimizer, batch_size,
-                                        all("b" in layer for layer in params),
-                                        dtype=params[0]["w"].dtype))
-    if why:
-      raise ValueError(f"fusion='stream' cannot train this population: {why}")
-    train.check_inputs(member(params, 0), images, labels, model,
-                       names=("images", "labels"))
-    params, metrics = fused_population.train_epoch_stream(params, images, labels, orders, lrs,
-                                                          batch_size=batch_size)
+    params, metrics = run(params, images, labels, orders, lrs, batch_size=batch_size)
     return params, opt_state, metrics
   if fusion != "ops":
     raise ValueError(f"fusion must be 'ops', 'step', 'cluster', 'stream' or 'xla', got "

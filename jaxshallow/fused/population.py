@@ -96,6 +96,36 @@ def member_orders(orders, members: int):
   return orders if orders.shape[0] == members else orders[jnp.arange(members) % orders.shape[0]]
 
 
+def _in_chunks(run, params, lrs, orders, most: int):
+  """``run(params, lrs, orders)`` of every member, in chunks of at most ``most`` members: one
+  call, or a ``lax.map`` over equal chunks, the last padded with copies of member 0 whose
+  results are dropped. ``orders`` (U, n): U = the members (split with them), or U < members,
+  every chunk on all U orders (chunks of whole periods: chunk c's member i is member c size + i,
+  whose order is i mod U). Returns ``run``'s outputs, each (members, ...)."""
+  members, sets = lrs.shape[0], orders.shape[0]
+  chunks = -(-members // most)
+  size = -(-members // chunks)
+  if sets < members:
+    size = -(-size // sets) * sets
+    chunks = -(-members // size)
+  pad = chunks * size - members
+
+  def padded(a):  # (members, ...) -> (chunks, size, ...)
+    a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad, *a.shape[1:]))]) if pad else a
+    return a.reshape(chunks, size, *a.shape[1:])
+
+  args = (jax.tree.map(padded, params), padded(jnp.asarray(lrs)))
+  if sets == members:
+    args = (*args, padded(orders))
+    body = lambda a: run(*a)
+  else:
+    body = lambda a: run(*a, orders)
+  if chunks == 1:
+    return body(jax.tree.map(lambda a: a[0], args))
+  return jax.tree.map(lambda a: a.reshape(chunks * size, *a.shape[2:])[:members],
+                      jax.lax.map(body, args))
+
+
 def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int,
                          precision: str, model: str = "mlp", twin: bool = False):
   """Every member's epoch through ``cluster_mlp_mgpu.train_population``: each member the
@@ -110,41 +140,18 @@ def train_epoch_clusters(params, images, labels, orders, lrs, *, batch_size: int
   from jaxshallow.fused import epoch as fused_epoch
   from pallas_kernels.fused import cluster_mlp_mgpu, logreg_mgpu
   x = images.reshape(images.shape[0], -1)
-  members, (sets, n) = lrs.shape[0], orders.shape
-  steps = n // batch_size
+  members, steps = lrs.shape[0], orders.shape[1] // batch_size
   # Softmax regression: a CTA a member (``logreg_mgpu``), as many at once as an H100 has SMs.
   cm, most = ((logreg_mgpu, LOGREG_CHUNK) if model == "logreg"
               else (cluster_mlp_mgpu, CLUSTER_CHUNK))
   if cm is cluster_mlp_mgpu:  # Its kernel takes a set of batches a member.
-    orders, sets = member_orders(orders, members), members
-  chunks = -(-members // most)
-  size = -(-members // chunks)
-  if sets < members:  # Each chunk holds whole periods of the orders: chunk c's member i is
-    size = -(-size // sets) * sets  # member c size + i, whose order is i mod U.
-    chunks = -(-members // size)
-  pad = chunks * size - members
+    orders = member_orders(orders, members)
 
-  def padded(a):  # (members, ...) -> (chunks, size, ...)
-    a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad, *a.shape[1:]))]) if pad else a
-    return a.reshape(chunks, size, *a.shape[1:])
-
-  def chunk(args, orders):
-    p, lr = args
+  def run(p, lr, orders):
     xs, onehot = jax.vmap(lambda order: cm.batches(x, labels, order, steps))(orders)
     return cm.train_population(p, xs, onehot, lr.astype(p[0]["w"].dtype), precision, twin=twin)
 
-  args = (jax.tree.map(padded, params), padded(jnp.asarray(lrs)))
-  if sets == members:
-    body = lambda a: chunk(a[:2], a[2])
-    args = (*args, padded(orders))
-  else:  # Every chunk on the same U orders.
-    body = lambda a: chunk(a, orders)
-  if chunks == 1:
-    out = body(jax.tree.map(lambda a: a[0], args))
-  else:
-    out = jax.tree.map(lambda a: a.reshape(chunks * size, *a.shape[2:])[:members],
-                       jax.lax.map(body, args))
-  params, losses, correct = out
+  params, losses, correct = _in_chunks(run, params, lrs, orders, most)
   metrics = jax.vmap(lambda l, c: fused_epoch.epoch_metrics(l, c, batch_size))(losses, correct)
   return params, metrics
 
@@ -184,30 +191,11 @@ def train_epoch_stream(params, images, labels, orders, lrs, *, batch_size: int,
   if orders.shape[0] > 1:
     orders = member_orders(orders, members)
   steps = orders.shape[1] // k.BATCH
-  chunks = -(-members // STREAM_CHUNK)
-  size = -(-members // chunks)
-  pad = chunks * size - members
 
-  def padded(a):  # (members, ...) -> (chunks, size, ...)
-    a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad, *a.shape[1:]))]) if pad else a
-    return a.reshape(chunks, size, *a.shape[1:])
-
-  def chunk(p, lr, orders):
+  def run(p, lr, orders):
     xs, onehot = k.batches(x, labels, orders, steps)
-    run = k.reference if twin else k.train_steps
-    return run(p, lr.astype(p[0]["w"].dtype), xs, onehot)
+    return (k.reference if twin else k.train_steps)(p, lr.astype(p[0]["w"].dtype), xs, onehot)
 
-  args = (jax.tree.map(padded, params), padded(jnp.asarray(lrs)))
-  if orders.shape[0] == 1:  # One set of batches for every chunk
-    body = lambda a: chunk(*a, orders)
-  else:
-    args = (*args, padded(orders))
-    body = lambda a: chunk(*a)
-  if chunks == 1:
-    out = body(jax.tree.map(lambda a: a[0], args))
-  else:
-    out = jax.tree.map(lambda a: a.reshape(chunks * size, *a.shape[2:])[:members],
-                       jax.lax.map(body, args))
-  params, losses, correct = out
+  params, losses, correct = _in_chunks(run, params, lrs, orders, STREAM_CHUNK)
   metrics = jax.vmap(lambda l, c: fused_epoch.epoch_metrics(l, c, k.BATCH))(losses, correct)
   return params, metrics
