@@ -9,8 +9,8 @@ Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each membe
 shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64
 members' W0 is 54 MB in float32, more than the L2 and about twice all shared memory, so a
 kernel whose step time falls with its members must read every member's W0 from HBM and write
-it back once a step: 34.0 us a step for 64 members on an H200 (``probes.weight_stream``),
-where 4x xla allows 39.5.
+it back once a step: 34.0 us a step for 64 members on an H200 (``probes.weight_stream``,
+jax 0.11.2).
 
 Each member is a cluster of two CTAs (grid ``member``, cluster ``half``); CTA h owns units
 128 h .. 128 h + 127 as two blocks of 64, W0^T's rows (units) by 832 inputs, with b0 as input
@@ -90,7 +90,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, metrics, mb, parts_in, peer_in,
             sums_done, cluster_bar,  # scratch
-            *, steps: int, shared: bool, ptx: bool, warpgroups: int):
+            *, steps: int, shared: bool, warpgroups: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
@@ -166,7 +166,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
           w = _load(wbuf.at[slot, b], wgmma_layout)
           w = w - lr_tile * (gradient(b, slot) * (1.0 / 255.0))
           _store(wbuf.at[slot, b], w)
-          for part_ in reversed(split3_in_kernel(w, ptx=ptx)):
+          for part_ in reversed(split3_in_kernel(w, ptx=True)):
             plgpu.wgmma(acc, part_, xk.at[g, slot, 1].transpose((1, 0)))
         sync()  # The new tile visible to the copy
         plgpu.copy_smem_to_gmem(slot_of(slot), tile(w0t_out, k))
@@ -250,7 +250,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     for b, z, hb, w1b in zip(blocks, zs, hs, w1):  # dz^T = [z > 0] W1 dL/dlogits^T; W1's
       # rows (after their use)
       dh = functools.reduce(jnp.add, [rows_of(w1b[k]) * cols_of(dl[k]) for k in range(CLASSES)])
-      for i, p in enumerate(split3_in_kernel(jnp.where(z > 0.0, dh, 0.0), ptx=ptx)):
+      for i, p in enumerate(split3_in_kernel(jnp.where(z > 0.0, dh, 0.0), ptx=True)):
         dz.at[i, b][...] = p
       for k in range(CLASSES):
         w1s.at[b, k][...] = w1b[k] - lr_units * jnp.sum(hb * cols_of(dl[k]), axis=1)
@@ -277,16 +277,14 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
 
 @functools.lru_cache(maxsize=None)
-def _call(members: int, steps: int, shared: bool, warpgroups: int = 2,
-          interpret: bool = False):
+def _call(members: int, steps: int, shared: bool, warpgroups: int = 2):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
   shape = jax.ShapeDtypeStruct
   threads = dict(num_threads=2, thread_name="wg") if warpgroups == 2 else {}
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, shared=shared, ptx=not interpret,
-                        warpgroups=warpgroups),
+      functools.partial(_kernel, steps=steps, shared=shared, warpgroups=warpgroups),
       out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
                 shape((members, 2, BLOCKS, ROWS, T), f32),
                 shape((members, ROWS, T), f32),
