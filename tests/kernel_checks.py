@@ -18,6 +18,21 @@ def rel_err(a, b):
   return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)
 
 
+def assert_trajectory_close(got, want, what="", tol=1e-10):
+  """Two float64 trajectories' arrays agree within ``tol`` of the array's scale (max |want|).
+
+  Per leaf, not per element: Adam's update m / (sqrt(v) + eps) amplifies a gradient element's
+  rounding by up to lr / eps where that gradient is near zero, so one element of 5120 can move
+  1.5e-10 of itself (seen in CI: 7e-12 on a weight of 0.048) while the array as a whole sits at
+  1e-13 of its scale (60 fresh draws of the CNN's Adam epoch: worst 2.5e-13)."""
+  for a, b in zip(got, want, strict=True):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    assert a.shape == b.shape, f"{what}: shapes {a.shape} and {b.shape}"
+    scale = max(float(np.abs(b).max(initial=0.0)), 1e-300)
+    err = float(np.abs(a - b).max(initial=0.0)) / scale
+    assert err <= tol, f"{what}: max |got - want| is {err:.2e} of max |want| ({scale:.3g})"
+
+
 def clear_of_relu_kink(dy, z64, margin=1e-4):
   """``dy`` with zeros where the float64 pre-activation ``z64`` lies within ``margin`` of 0.
 
