@@ -38,6 +38,7 @@ import numpy as np
 from absl import flags
 
 from benchmarks import end_to_end, grid, torch_peer
+from experiments import guard_flags
 from jaxshallow import compile_cache, files, ops, paths
 from jaxshallow.run import cli, config, runner, trainers
 
@@ -275,6 +276,7 @@ def measure(case: Case, *, warm_up: bool = True, more_seeds=()) -> dict:
   result = dict(
       group=case.group, workload=case.workload, impl=case.impl, variant=case.variant,
       fusion=cfg.fusion,  # None but for pallas.
+      backend=paths.backend(cfg) if case.impl == "pallas" else None,
       path=paths.describe(cfg) if case.impl in ("xla", "pallas") else case.impl,
       optimizer=optimizer_name(cfg), lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs,
       epochs_per_call=getattr(trainer, "epochs_per_call", 1),
@@ -657,8 +659,9 @@ def main(argv):
       if not any(case.impl in n for n in notes):
         notes.append(f"{case.impl} peer skipped: CUDA graphs need a GPU")
       continue
-    r = measure(case, warm_up=not _QUICK.value,
-                more_seeds=seeds[1:] if case.group == "grid" else ())
+    with guard_flags.guard(case.impl == "pallas" and paths.backend(case.cfg) == "mosaic"):
+      r = measure(case, warm_up=not _QUICK.value,
+                  more_seeds=seeds[1:] if case.group == "grid" else ())
     results.append(r)
     if r["diverged"]:
       notes.append(f"{r['workload']} {r['impl']} {r['variant']}: diverged (loss "

@@ -16,6 +16,7 @@ import numpy as np
 import optax
 from absl import flags
 
+from experiments import guard_flags
 from jaxshallow import cnn, mlp, models, paths, synthetic, train
 from jaxshallow.fused import epoch as fused_epoch, step as fused_step
 from jaxshallow.reference import numpy_cnn
@@ -1020,6 +1021,10 @@ def population_cases(rng, interpret):
       yield f"population step m={members} b={b} k={k} n={n} c={c}", precision, err
 
 
+# The groups whose kernels are all Mosaic GPU (the others lower through Triton, the barrier
+# group's stress included: ``mlp_epoch``).
+MOSAIC_GROUPS = ("hopper", "cluster", "cluster_mlp", "grid_regression", "tile_regression",
+                 "tile_mlp", "stream_population", "logreg")
 GROUPS = ("dense", "hopper", "xent", "head", "conv", "step", "epoch", "cluster", "cluster_mlp",
           "grid_regression", "tile_regression", "tile_mlp", "stream_population", "logreg",
           "barrier", "population", "triton")
@@ -1049,7 +1054,13 @@ def main(argv):
             "logreg": logreg_cases,
             "barrier": barrier_cases,
             "population": population_cases, "triton": triton_cases}
-  cases = (c for g in _ONLY.value for c in groups[g](rng, interpret))
+  def guarded(g):  # A group's cases, a Mosaic group's with Triton lowerings as errors
+    with guard_flags.guard(g in MOSAIC_GROUPS):
+      yield from groups[g](rng, interpret)
+  if guard_flags.active() and not interpret:
+    print(f"the Mosaic groups ({', '.join(g for g in _ONLY.value if g in MOSAIC_GROUPS)}) run "
+          "with Pallas' Triton backend as an error (--noforbid_triton: as a warning)")
+  cases = (c for g in _ONLY.value for c in guarded(g))
   for case, precision, err, *bound in cases:  # A case may bring its own bound.
     ok = err < (bound[0] if bound else TOLERANCE[precision])
     failures += not ok

@@ -22,6 +22,8 @@ large batches, and the output layer fused with its loss (``ops.dense_xent``) whe
 fit. A population (``jaxshallow.population``) takes, on Hopper, a cluster kernel a member for
 the reference MLP (a CTA a member for softmax regression), else its own step kernels or the op
 kernels under ``vmap``. Each rule below was measured on an H100; docs/design/ has the figures.
+Where this jax has no Pallas Triton backend (``backends``: deprecated in jax 0.11 and 0.12), a
+path of Triton-lowered kernels gives way to xla's.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import dataclasses
 import logging
 from typing import NamedTuple
 
-from jaxshallow import synthetic
+from jaxshallow import backends, synthetic
 from jaxshallow.fused import epoch as fused_epoch, population as fused_population
 from jaxshallow.fused import step as fused_step
 
@@ -150,16 +152,59 @@ def single(cfg) -> Path:
 
 
 def ops_impl(cfg) -> str:
-  """The impl whose ops the steps and the evaluation call: xla's on the xla path (every
-  dispatch, every trainer), else ``cfg.impl``'s."""
+  """The impl whose ops the steps call: xla's on the xla path (every dispatch, every trainer),
+  else ``cfg.impl``'s."""
   return "xla" if cfg.fusion == "xla" else cfg.impl
+
+
+def backend(cfg) -> str:
+  """What a resolved pallas Config's path lowers through: "mosaic", "triton" or "xla"
+  (``backends.of_path``); a population's Config as ``population`` resolved it."""
+  return backends.of_path(cfg.fusion, _epoch_kernel_of(cfg) if cfg.fusion == "epoch" else None)
+
+
+def eval_impl(cfg) -> str:
+  """The impl whose ops the evaluation calls: xla's where the training runs no Triton kernel
+  (the xla path, and the Mosaic GPU kernels: a run on them lowers nothing through the
+  deprecated backend, docs/design/backends.md), else ``cfg.impl``'s (the op kernels)."""
+  if cfg.impl == "pallas" and backend(cfg) != "triton":
+    return "xla"
+  return cfg.impl
+
+
+def triton_notice(cfg) -> str | None:
+  """One line for a run whose path lowers through Pallas' deprecated Triton backend on a GPU
+  (``backends.notice``), else None (xla, Mosaic GPU, a jax that does not deprecate it, the CPU's
+  interpret mode)."""
+  if cfg.impl != "pallas" or backend(cfg) != "triton" or backends.triton_state() != "deprecated":
+    return None
+  import jax
+  if jax.default_backend() != "gpu":
+    return None
+  return backends.notice(f"the {describe(cfg)}", jax.__version__)
+
+
+def _without_triton(cfg, path: Path) -> Path:
+  """``path``, or where it lowers through Pallas' Triton backend and this jax has none: xla's
+  path (the default), or a one-line refusal (a path the user asked for)."""
+  if backends.triton_state() != "removed" or backends.of_path(
+      path.fusion, _epoch_kernel_of(cfg) if path.fusion == "epoch" else None) != "triton":
+    return path
+  what = describe(dataclasses.replace(cfg, fusion=path.fusion))
+  if cfg.fusion is not None:
+    from jaxshallow.run.config import ConfigError
+    raise ConfigError(f"--fusion={cfg.fusion} runs the {what}, which lower through Pallas' "
+                      "Triton backend, and this jax has none; --impl=xla trains this network")
+  why = f"this jax has no Pallas Triton backend, which the {what} lower through"
+  log.warning("training with XLA's own fusions (--fusion=xla): %s", why)
+  return Path("xla", why)
 
 
 def resolve(cfg):
   """``cfg`` with ``fusion`` set to the path that trains it (pallas; other impls unchanged)."""
   if cfg.impl != "pallas":
     return cfg
-  return dataclasses.replace(cfg, fusion=single(cfg).fusion)
+  return dataclasses.replace(cfg, fusion=_without_triton(cfg, single(cfg)).fusion)
 
 
 def _epoch_kernel_of(cfg) -> str:
@@ -256,6 +301,10 @@ def population(cfg, per_device: int) -> Path:
   ``--fusion=ops`` asks for the op kernels,
   ``--fusion=step`` for the step kernels at any size, ``--fusion=epoch`` for the cluster kernel
   where it can train the population (else the step kernels)."""
+  return _without_triton(cfg, _population(cfg, per_device))
+
+
+def _population(cfg, per_device: int) -> Path:
   if cfg.fusion in ("ops", "xla"):
     return Path(cfg.fusion, "")
   w = widths(cfg)

@@ -210,8 +210,8 @@ def test_the_table_covers_every_script():
   scripts = {s for s, _, _ in CASES}
   on_disk = {f"{d}.{f[:-3]}" for d in ("experiments", "benchmarks", "probes")
              for f in os.listdir(ROOT / d) if f.endswith(".py") and not f.startswith("_")}
-  helpers = {"experiments.config_flags", "experiments.distributed_flags", "benchmarks.grid",
-             "benchmarks.torch_peer", "probes.hopper",
+  helpers = {"experiments.config_flags", "experiments.distributed_flags",
+             "experiments.guard_flags", "benchmarks.grid", "benchmarks.torch_peer", "probes.hopper",
              "probes.weight_stream_kernel"}  # modules, not scripts
   assert on_disk - helpers <= scripts, on_disk - helpers - scripts
   assert len(CASES) >= 60

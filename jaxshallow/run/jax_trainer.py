@@ -68,6 +68,7 @@ class JaxTrainer(TrainerState):
     self.static = dict(impl=paths.ops_impl(cfg),
                        precision=cfg.precision, model=models.BY_NAME[cfg.model],
                        blocks=cfg.blocks)
+    self.eval_static = {**self.static, "impl": paths.eval_impl(cfg)}
     self.fn, self.tune_time_s, self.eval_fns = None, 0.0, {}
     self.fn_last = self.fn_one = None  # Compiled only where a run needs them.
 
@@ -110,7 +111,7 @@ class JaxTrainer(TrainerState):
     """The compiled evaluation of a chunk of ``x``'s shape (compiled at its first use)."""
     if x.shape not in self.eval_fns:
       self.eval_fns[x.shape] = compile_cache.compile(
-          train.eval_batch_jit, (self.params, x, y), self.static, what="the evaluation",
+          train.eval_batch_jit, (self.params, x, y), self.eval_static, what="the evaluation",
           settings=self._settings("evaluation"), exportable=self.cfg.impl != "triton")
     return self.eval_fns[x.shape]
 
@@ -243,7 +244,7 @@ class JaxTrainer(TrainerState):
     chunk's shape compiled once (through the compilation cache, as the epoch; by ``compile``,
     where the caller compiled ahead)."""
     if self.mesh is not None:
-      return train.evaluate(self.params, *self.data[split], **self.static)
+      return train.evaluate(self.params, *self.data[split], **self.eval_static)
 
     def chunk(x, y):
       return self._eval_fn(x, y)(self.params, x, y)

@@ -58,6 +58,8 @@ def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] =
   chunk = chunk or len(grid)
   chunk = -(-chunk // n_dev) * n_dev  # Whole members per device.
   cfg = _population_cfg(cfg, per_device=-(-min(chunk, len(grid)) // n_dev))
+  if note := paths.triton_notice(cfg):
+    log(note)
   ds = load_data(cfg)
   model = models.BY_NAME[cfg.model]
   static = dict(impl=paths.ops_impl(cfg), precision=cfg.precision, model=model,
@@ -115,8 +117,9 @@ def _train_chunk(cfg, ds, data, grid, the_mesh, static, label, log):
         f"{np.mean(loss[ok]) if ok.any() else math.nan:.5f}  ({int((~ok).sum())} diverged)  "
         f"time {epoch_s[-1]:.3f}s")
   losses = np.stack(losses, axis=1)  # (members, epochs)
-  test = pop.evaluate(params, *data["test"], the_mesh=the_mesh, **static)
-  train = (pop.evaluate(params, *data["train"], the_mesh=the_mesh, **static)
+  evaluation = {**static, "impl": paths.eval_impl(cfg)}
+  test = pop.evaluate(params, *data["test"], the_mesh=the_mesh, **evaluation)
+  train = (pop.evaluate(params, *data["train"], the_mesh=the_mesh, **evaluation)
            if cfg.model == "regression" else None)
   records = []
   for i, (seed, lr) in enumerate(grid):

@@ -79,6 +79,8 @@ def run(cfg: Config, log: Callable[[str], None] = print, out: str | None = None)
 
 
 def _train(cfg: Config, log) -> dict:
+  if note := paths.triton_notice(cfg):
+    log(note)
   ds = load_data(cfg)
   trainer = make_trainer(cfg, ds)
   result = {**dataclasses.asdict(cfg), "hidden": list(cfg.hidden), **device_info(cfg.impl),
