@@ -17,7 +17,7 @@ import optax
 from absl import flags
 
 from experiments import guard_flags
-from jaxshallow import cnn, mlp, models, paths, synthetic, train
+from jaxshallow import cnn, mlp, models, ops, paths, synthetic, train
 from jaxshallow.fused import epoch as fused_epoch, step as fused_step
 from jaxshallow.reference import numpy_cnn
 from jaxshallow.run import cli, config
@@ -111,7 +111,7 @@ def dense_cases(rng, interpret):
         # W as stored (K, N), and pre-transposed (N, K), where dw comes back as (N, K). The
         # layer as the op runs it: on Hopper tiles where jaxshallow.paths takes them.
         for w_t in (False, True):
-          hopper = paths.dense_on_hopper(m, k, n, precision, blocks, w_t, interpret)
+          hopper = ops.dense_on_hopper(m, k, n, precision, blocks, w_t, interpret)
           op = lambda x, w, b: dense.dense(x, w, b, relu=True, precision=precision,
                                            blocks=blocks, interpret=interpret,
                                            w_transposed=w_t, hopper=hopper)

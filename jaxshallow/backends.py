@@ -52,6 +52,21 @@ def of_path(fusion: str, epoch_kernel: str | None = None) -> str:
   return "triton"
 
 
+def available(fusion: str, epoch_kernel: str | None = None) -> bool:
+  """Whether this jax can lower what the path needs (all but Triton paths without Triton)."""
+  return of_path(fusion, epoch_kernel) != "triton" or triton_state() != "removed"
+
+
+def missing(what: str, asked: str | None) -> str:
+  """Why a Triton path cannot run on this jax (one line; ``what``: its kernels in words): a
+  ``--fusion`` the user asked for (``asked``) is refused, the default path gives way to xla's."""
+  why = f"this jax has no Pallas Triton backend, which the {what} lower through"
+  if asked is not None:
+    from jaxshallow.run.config import ConfigError
+    raise ConfigError(f"--fusion={asked}: {why}; --impl=xla trains this network")
+  return why
+
+
 def notice(what: str, version: str) -> str:
   """The one line a run on the deprecated backend prints: ``what`` (e.g. "the op kernels")
   lower through it, and what to use once a jax removes it."""

@@ -160,7 +160,6 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
   """The ops of ``pallas_kernels``; ``interpret=None`` compiles on GPUs and interprets
   elsewhere. ``blocks`` sets the dense kernels' block sizes (``parse_blocks``)."""
   # Imported here: Pallas is needed only by this impl.
-  from jaxshallow import paths
   from pallas_kernels import autotune, common
   from pallas_kernels.ops import (conv, conv_pool, conv_stack, dense as dense_k, dense_xent,
                                   max_pool as pool_k, mse as mse_k, softmax_xent)
@@ -172,8 +171,8 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
     chosen = fixed
     if fixed == "auto":
       chosen = autotune.lookup(x.shape[0], w.shape[0], w.shape[1], relu, precision)
-    hopper = paths.dense_on_hopper(x.shape[0], w.shape[0], w.shape[1], precision, chosen,
-                                   False, interpret)
+    hopper = dense_on_hopper(x.shape[0], w.shape[0], w.shape[1], precision, chosen, False,
+                             interpret)
     return dense_k.dense(x, w, b, relu=relu, precision=precision, blocks=chosen,
                          interpret=interpret, hopper=hopper)
 
@@ -181,7 +180,7 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
     return softmax_xent.softmax_cross_entropy(z, y, interpret=interpret)
 
   def head_op(h, w, b, labels):
-    if not paths.fused_head(w.shape[1], b is not None):  # The unfused kernels.
+    if not fused_head(w.shape[1], b is not None):  # The unfused kernels.
       return xent_op(dense_op(h, w, b), labels)
     return dense_xent.dense_softmax_cross_entropy(h, w, b, labels, precision=precision,
                                                   interpret=interpret)
@@ -196,3 +195,26 @@ def pallas_ops(precision: str = "float32", interpret: bool | None = None,
                  x, w, b, precision=precision, interpret=interpret),
              conv_stack=lambda x, w1, b1, w2, b2: conv_stack.conv_stack(
                  x, w1, b1, w2, b2, precision=precision, interpret=interpret))
+
+
+# From this many rows the dense layer's forward and dW ran faster as Hopper wgmma tiles
+# (tf32, and float32 as 3xTF32) than as the Triton-lowered kernels (docs/design/op_kernels.md).
+HOPPER_DENSE_FROM_ROWS = 4096
+
+
+def dense_on_hopper(m: int, k: int, n: int, precision: str, blocks, w_transposed: bool,
+                    interpret: bool) -> bool:
+  """Whether a dense layer of these sizes runs as ``pallas_kernels.ops.dense_mgpu``'s wgmma
+  products: tf32 or float32, from ``HOPPER_DENSE_FROM_ROWS`` rows, on a Hopper GPU, unless block sizes are forced.
+  In interpret mode the CPU runs the same path around the kernel's jnp twin (for the tests)."""
+  from pallas_kernels.ops import dense_mgpu
+  return (precision in ("tf32", "float32") and m >= HOPPER_DENSE_FROM_ROWS and not blocks
+          and not w_transposed and dense_mgpu.fits(m, k, n)
+          and (interpret or dense_mgpu.on_hopper()))
+
+
+def fused_head(n_classes: int, has_bias: bool) -> bool:
+  """Whether a classifier's output layer and loss run as one kernel (``dense_xent``), or as
+  the dense and softmax kernels apart (no bias, or more classes than its tile holds)."""
+  from pallas_kernels.ops import dense_xent
+  return has_bias and n_classes <= dense_xent.MAX_CLASSES

@@ -17,13 +17,11 @@ picks, among the paths that can, the one to take, and says why in one line. The 
   xla       no Pallas kernel: the xla impl's step, where every Pallas path measured slower
             than XLA on this network (``MEASURED``), so that the default is never slower
 
-and inside the op kernels, per layer: the dense layer's Hopper tiles (``ops.dense_mgpu``) for
-large batches, and the output layer fused with its loss (``ops.dense_xent``) where the classes
-fit. A population (``jaxshallow.population``) takes, on Hopper, a cluster kernel a member for
+(inside the op kernels, per layer, ``ops.dense_on_hopper`` and ``ops.fused_head`` pick the
+kernels). A population (``jaxshallow.population``) takes, on Hopper, a cluster kernel a member for
 the reference MLP (a CTA a member for softmax regression), else its own step kernels or the op
 kernels under ``vmap``. Each rule below was measured on an H100; docs/design/ has the figures.
-Where this jax has no Pallas Triton backend (``backends``: deprecated in jax 0.11 and 0.12), a
-path of Triton-lowered kernels gives way to xla's.
+Where this jax has no Pallas Triton backend (``backends``), xla's path replaces a Triton one.
 """
 
 from __future__ import annotations
@@ -158,44 +156,21 @@ def ops_impl(cfg) -> str:
 
 
 def backend(cfg) -> str:
-  """What a resolved pallas Config's path lowers through: "mosaic", "triton" or "xla"
-  (``backends.of_path``); a population's Config as ``population`` resolved it."""
+  """What a resolved pallas Config's path lowers through (``backends.of_path``)."""
   return backends.of_path(cfg.fusion, _epoch_kernel_of(cfg) if cfg.fusion == "epoch" else None)
 
 
 def eval_impl(cfg) -> str:
-  """The impl whose ops the evaluation calls: xla's where the training runs no Triton kernel
-  (the xla path, and the Mosaic GPU kernels: a run on them lowers nothing through the
-  deprecated backend, docs/design/backends.md), else ``cfg.impl``'s (the op kernels)."""
-  if cfg.impl == "pallas" and backend(cfg) != "triton":
-    return "xla"
-  return cfg.impl
-
-
-def triton_notice(cfg) -> str | None:
-  """One line for a run whose path lowers through Pallas' deprecated Triton backend on a GPU
-  (``backends.notice``), else None (xla, Mosaic GPU, a jax that does not deprecate it, the CPU's
-  interpret mode)."""
-  if cfg.impl != "pallas" or backend(cfg) != "triton" or backends.triton_state() != "deprecated":
-    return None
-  import jax
-  if jax.default_backend() != "gpu":
-    return None
-  return backends.notice(f"the {describe(cfg)}", jax.__version__)
+  """The evaluation's impl: xla's ops where the training runs no Triton kernel (the xla path,
+  the Mosaic GPU kernels: docs/design/backends.md), else ``cfg.impl``'s."""
+  return "xla" if cfg.impl == "pallas" and backend(cfg) != "triton" else cfg.impl
 
 
 def _without_triton(cfg, path: Path) -> Path:
-  """``path``, or where it lowers through Pallas' Triton backend and this jax has none: xla's
-  path (the default), or a one-line refusal (a path the user asked for)."""
-  if backends.triton_state() != "removed" or backends.of_path(
-      path.fusion, _epoch_kernel_of(cfg) if path.fusion == "epoch" else None) != "triton":
+  """``path``, or xla's where it needs Pallas' Triton backend and this jax has none."""
+  if backends.available(path.fusion, _epoch_kernel_of(cfg) if path.fusion == "epoch" else None):
     return path
-  what = describe(dataclasses.replace(cfg, fusion=path.fusion))
-  if cfg.fusion is not None:
-    from jaxshallow.run.config import ConfigError
-    raise ConfigError(f"--fusion={cfg.fusion} runs the {what}, which lower through Pallas' "
-                      "Triton backend, and this jax has none; --impl=xla trains this network")
-  why = f"this jax has no Pallas Triton backend, which the {what} lower through"
+  why = backends.missing(describe(dataclasses.replace(cfg, fusion=path.fusion)), cfg.fusion)
   log.warning("training with XLA's own fusions (--fusion=xla): %s", why)
   return Path("xla", why)
 
@@ -261,29 +236,6 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
   if head == "xent" and logreg_mgpu.problem(widths, batch_size, **net) is None:
     return "logreg"
   return "grid"
-
-
-# From this many rows the dense layer's forward and dW ran faster as Hopper wgmma tiles
-# (tf32, and float32 as 3xTF32) than as the Triton-lowered kernels (docs/design/op_kernels.md).
-HOPPER_DENSE_FROM_ROWS = 4096
-
-
-def dense_on_hopper(m: int, k: int, n: int, precision: str, blocks, w_transposed: bool,
-                    interpret: bool) -> bool:
-  """Whether a dense layer of these sizes runs as ``ops.dense_mgpu``'s wgmma products: tf32 or
-  float32, from ``HOPPER_DENSE_FROM_ROWS`` rows, on a Hopper GPU, unless block sizes are forced.
-  In interpret mode the CPU runs the same path around the kernel's jnp twin (for the tests)."""
-  from pallas_kernels.ops import dense_mgpu
-  return (precision in ("tf32", "float32") and m >= HOPPER_DENSE_FROM_ROWS and not blocks
-          and not w_transposed and dense_mgpu.fits(m, k, n)
-          and (interpret or dense_mgpu.on_hopper()))
-
-
-def fused_head(n_classes: int, has_bias: bool) -> bool:
-  """Whether a classifier's output layer and loss run as one kernel (``ops.dense_xent``), or as
-  the dense and softmax kernels apart (no bias, or more classes than its tile holds)."""
-  from pallas_kernels.ops import dense_xent
-  return has_bias and n_classes <= dense_xent.MAX_CLASSES
 
 
 # Below this many members a device the op kernels under vmap trained a population faster than

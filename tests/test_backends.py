@@ -59,16 +59,17 @@ def test_mosaic_paths_evaluate_in_xla_ops(monkeypatch):
 
 
 def test_the_notice_names_the_kernels_on_a_gpu_only(monkeypatch):
+  from jaxshallow.run.runner import triton_notice
   cfg = resolved(model="cnn")
-  assert paths.triton_notice(cfg) is None  # The CPU: the kernels are interpreted.
+  assert triton_notice(cfg) is None  # The CPU: the kernels are interpreted.
   monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
   monkeypatch.setattr(backends, "triton_state", lambda: "deprecated")
-  line = paths.triton_notice(cfg)
+  line = triton_notice(cfg)
   assert line.startswith("note: the step kernels lower through Pallas' Triton backend")
   assert "--impl=xla" in line and "\n" not in line
-  assert paths.triton_notice(resolved(model="cnn", fusion="xla")) is None
+  assert triton_notice(resolved(model="cnn", fusion="xla")) is None
   monkeypatch.setattr(backends, "triton_state", lambda: "supported")
-  assert paths.triton_notice(cfg) is None
+  assert triton_notice(cfg) is None
 
 
 def test_without_a_triton_backend_the_default_is_xla_and_an_asked_path_refused(monkeypatch,
@@ -77,8 +78,8 @@ def test_without_a_triton_backend_the_default_is_xla_and_an_asked_path_refused(m
   with caplog.at_level(logging.WARNING):
     cfg = resolved(model="cnn")
   assert cfg.fusion == "xla" and "no Pallas Triton backend" in caplog.text
-  with pytest.raises(config.ConfigError, match="--fusion=ops runs the op kernels, which lower "
-                     "through Pallas' Triton backend, and this jax has none"):
+  with pytest.raises(config.ConfigError, match="--fusion=ops: this jax has no Pallas Triton "
+                     "backend, which the op kernels lower through; --impl=xla trains"):
     resolved(model="mlp", fusion="ops")
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)  # Mosaic GPU: unaffected
   monkeypatch.setattr(cluster_mlp_mgpu, "lowers", lambda: None)

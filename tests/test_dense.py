@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxshallow import paths
+from jaxshallow import ops
 from kernel_checks import TOL, clear_of_relu_kink, reference_vjp, rel_err
 from pallas_kernels.ops import dense as dense_lib
 
@@ -142,9 +142,9 @@ def test_dense_hopper_path(monkeypatch, relu, bias, precision):
   kernel, dW's partial sums over uneven runs of the batch, db in runs) through the custom_vjp,
   with the kernel's jnp twin in its place (the CPU has no Mosaic GPU interpreter for it): odd
   shapes, the threshold lowered for the test."""
-  monkeypatch.setattr(paths, "HOPPER_DENSE_FROM_ROWS", 64)
+  monkeypatch.setattr(ops, "HOPPER_DENSE_FROM_ROWS", 64)
   m, k, n = 296, 104, 264  # multiples of 8 (TMA), of no tile
-  assert paths.dense_on_hopper(m, k, n, precision, None, False, True)
+  assert ops.dense_on_hopper(m, k, n, precision, None, False, True)
   rng = np.random.default_rng()
   x = rng.standard_normal((m, k), np.float32)
   w = rng.standard_normal((k, n), np.float32) / np.sqrt(k)

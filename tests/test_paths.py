@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxshallow import paths
+from jaxshallow import ops, paths
 from jaxshallow.run import config, population_run
 from pallas_kernels.fused import cluster_epoch_mgpu, cluster_mlp_mgpu
 from pallas_kernels.ops import dense_mgpu
@@ -134,9 +134,9 @@ def test_dense_on_hopper_from_its_rows():
   """The dense layer's Hopper tiles: tf32 and float32 from HOPPER_DENSE_FROM_ROWS rows (in
   interpret mode too, so that the CPU tests run the path around the kernel's twin), never in
   bfloat16, with forced blocks or with W stored transposed."""
-  rows = paths.HOPPER_DENSE_FROM_ROWS
+  rows = ops.HOPPER_DENSE_FROM_ROWS
   on = lambda m=rows, precision="float32", blocks=None, w_t=False, interpret=True: (
-      paths.dense_on_hopper(m, 784, 256, precision, blocks, w_t, interpret))
+      ops.dense_on_hopper(m, 784, 256, precision, blocks, w_t, interpret))
   assert on() and on(precision="tf32")
   assert not on(m=rows - 8) and not on(precision="bfloat16")
   assert not on(blocks=(("block_m", 16),)) and not on(w_t=True)

@@ -22,7 +22,7 @@ import numpy as np
 from jaxshallow import compile_cache, models, paths, population as pop
 from jaxshallow.devices import placement
 from jaxshallow.run.config import Config, ConfigError, resolve
-from jaxshallow.run.runner import device_info, load_data
+from jaxshallow.run.runner import device_info, load_data, triton_notice
 from jaxshallow.run.trainers import init_params
 
 
@@ -58,7 +58,7 @@ def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] =
   chunk = chunk or len(grid)
   chunk = -(-chunk // n_dev) * n_dev  # Whole members per device.
   cfg = _population_cfg(cfg, per_device=-(-min(chunk, len(grid)) // n_dev))
-  if note := paths.triton_notice(cfg):
+  if note := triton_notice(cfg):
     log(note)
   ds = load_data(cfg)
   model = models.BY_NAME[cfg.model]

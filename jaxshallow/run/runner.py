@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from jaxshallow import data as data_lib, files, paths
+from jaxshallow import backends, data as data_lib, files, paths
 from jaxshallow.run.config import Config, ConfigError, resolve
 from jaxshallow.run.trainers import make_trainer
 
@@ -78,8 +78,20 @@ def run(cfg: Config, log: Callable[[str], None] = print, out: str | None = None)
   return result
 
 
+def triton_notice(cfg: Config) -> str | None:
+  """``backends.notice`` for a resolved Config (one network's, or a population's) whose path
+  lowers through Pallas' deprecated Triton backend on a GPU, else None (xla, Mosaic GPU, a jax
+  that does not deprecate it, the CPU's interpret mode, which lowers nothing)."""
+  if cfg.impl != "pallas" or paths.backend(cfg) != "triton":
+    return None
+  import jax
+  if backends.triton_state() != "deprecated" or jax.default_backend() != "gpu":
+    return None
+  return backends.notice(f"the {paths.describe(cfg)}", jax.__version__)
+
+
 def _train(cfg: Config, log) -> dict:
-  if note := paths.triton_notice(cfg):
+  if note := triton_notice(cfg):
     log(note)
   ds = load_data(cfg)
   trainer = make_trainer(cfg, ds)
