@@ -60,6 +60,29 @@ def float64_steps(params, x, y, order, lr, steps, batch, model):
     return losses, p
 
 
+def conv_pre_activation64(x, w, b):
+  """The float64 convolution's pre-activation ``conv(x, w) + b`` (NHWC, HWIO, VALID)."""
+  with jax.enable_x64(True):
+    z = jax.lax.conv_general_dilated(
+        jnp.asarray(x, jnp.float64), jnp.asarray(w, jnp.float64), (1, 1), "VALID",
+        dimension_numbers=("NHWC", "HWIO", "NHWC"), precision="highest")
+    return np.asarray(z + jnp.asarray(b, jnp.float64))
+
+
+def clear_of_pool_ties(dy, z64, margin=1e-4):
+  """``dy`` (n, p, p, c), the cotangent of ``max_pool(relu(z))``, with zeros at the 2 x 2
+  windows of the float64 pre-activation ``z64`` (n, h, h, c) whose two largest candidates (the
+  four values and ReLU's 0) lie within ``margin``: there float32 and float64 may rightly send
+  the gradient to different places (a tie, or a ReLU kink), and one such element moves dw by
+  about 1e-2 of itself (about one run in a thousand of the conv tests' fresh draws). Both sides
+  get the same cleared cotangent, as ``clear_of_relu_kink``."""
+  n, p, _, c = dy.shape
+  windows = z64[:, :2 * p, :2 * p].reshape(n, p, 2, p, 2, c).transpose(0, 1, 3, 5, 2, 4)
+  candidates = np.concatenate([windows.reshape(n, p, p, c, 4), np.zeros((n, p, p, c, 1))], -1)
+  top = np.sort(candidates, axis=-1)
+  return np.where(top[..., -1] - top[..., -2] < margin, 0.0, dy).astype(np.float32)
+
+
 def reference_vjp(fn, args, cotangent):
   """Value and input gradients of ``fn`` in float64."""
   with jax.enable_x64(True):

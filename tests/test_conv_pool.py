@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from jaxshallow import ops
-from kernel_checks import TOL, WIDE, reference_vjp, rel_err
+from kernel_checks import (TOL, WIDE, clear_of_pool_ties, conv_pre_activation64, reference_vjp,
+                           rel_err)
 from pallas_kernels.ops import conv_pool
 
 DIRECT = (("winograd", False),)  # conv_relu_pool's forward as nine taps' products a position.
@@ -30,6 +31,7 @@ def test_conv_relu_pool_forward_and_grads(n, h, cin, cout, blocks):
   # Non-negative, as in the conv test: with one output channel db is one sum of signed terms that
   # can cancel (seen in CI: 1.3e-5 on a db of 0.0272). The kernels are linear in dy.
   dy = np.abs(rng.standard_normal((n, (h - 2) // 2, (h - 2) // 2, cout))).astype(np.float32)
+  dy = clear_of_pool_ties(dy, conv_pre_activation64(x, w, b))  # ReLU kinks and pool near-ties
   y, vjp = jax.vjp(lambda *a: conv_pool.conv_relu_pool(*a, blocks=blocks, interpret=True), x, w, b)
   y64, grads64 = reference_vjp(conv_pool.reference, [x, w, b], dy)
   assert rel_err(y, y64) < TOL

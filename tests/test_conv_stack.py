@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from jaxshallow import ops
-from kernel_checks import SMALL_BLOCKS, TOL, WIDE, reference_vjp, rel_err
+from kernel_checks import (SMALL_BLOCKS, TOL, WIDE, clear_of_pool_ties, conv_pre_activation64,
+                           reference_vjp, rel_err)
 from pallas_kernels.ops import conv, conv_pool, conv_stack
 
 @pytest.mark.parametrize("n,h,c0,c1,c2,blocks", [
@@ -23,10 +24,12 @@ def test_conv_stack_forward_and_grads(n, h, c0, c1, c2, blocks):
   w2 = (rng.standard_normal((3, 3, c1, c2)) / np.sqrt(9 * c1)).astype(np.float32)
   b2 = (0.1 * rng.standard_normal(c2)).astype(np.float32)
   dy = np.abs(rng.standard_normal((n, (h - 4) // 2, (h - 4) // 2, c2))).astype(np.float32)
+  mask = np.asarray(conv.conv_relu(x, w1, b1, blocks=blocks, interpret=True)) > 0  # The op's own.
+  z2 = conv_pre_activation64(np.where(mask, conv_pre_activation64(x, w1, b1), 0.0), w2, b2)
+  dy = clear_of_pool_ties(dy, z2)
   y, vjp = jax.vjp(lambda *a: conv_stack.conv_stack(*a, blocks=blocks, interpret=True),
                    x, w1, b1, w2, b2)
   grads = vjp(jnp.asarray(dy))
-  mask = np.asarray(conv.conv_relu(x, w1, b1, blocks=blocks, interpret=True)) > 0  # The op's own.
 
   def reference(x, w1, b1, w2, b2):
     z1 = jax.lax.conv_general_dilated(x, w1, (1, 1), "VALID", precision="highest",
@@ -41,8 +44,10 @@ def test_conv_stack_forward_and_grads(n, h, c0, c1, c2, blocks):
 
 
 def test_conv_stack_matches_the_two_ops():
-  """The same values and weight gradients as conv_relu then conv_relu_pool (xla and Pallas)."""
-  rng = np.random.default_rng()
+  """The same values and weight gradients as conv_relu then conv_relu_pool (xla and Pallas).
+  Float32 against float32 on fixed inputs: a fresh draw's ReLU or pool near-tie would move dw
+  by 1e-1 (the float64 test above clears them)."""
+  rng = np.random.default_rng(0)
   x = rng.random((2, 14, 14, 1), np.float32)
   args = [x, (rng.standard_normal((3, 3, 1, 8)) / 3).astype(np.float32),
           np.full(8, 0.05, np.float32),

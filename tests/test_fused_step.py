@@ -36,7 +36,10 @@ def test_cnn_step_epoch_float64_matches_xla(optimizer, side, batch):
                                                 model=models.CNN, fusion=fusion)
   (p1, s1, m1), (p2, s2, m2) = out["ops"], out["step"]
   assert jax.tree.structure((p1, s1)) == jax.tree.structure((p2, s2))
-  assert_trajectory_close(jax.tree.leaves((p2, s2)), jax.tree.leaves((p1, s1)), f"seed {seed}")
+  # Adam's m / (sqrt(v) + eps) multiplies a near-zero gradient's rounding by up to lr / eps
+  # (5e6 here): 1e-9 of the scale bounds that over these steps; SGD and momentum keep 1e-10.
+  assert_trajectory_close(jax.tree.leaves((p2, s2)), jax.tree.leaves((p1, s1)), f"seed {seed}",
+                          tol=1e-9 if optimizer == "adam" else 1e-10)
   np.testing.assert_allclose(m1["loss"], m2["loss"], rtol=1e-10, err_msg=f"seed {seed}")
   # The same counts; the scan averages each step's fraction, the step kernels divide the total.
   np.testing.assert_allclose(m1["accuracy"], m2["accuracy"], rtol=1e-12)

@@ -107,7 +107,9 @@ def test_members_float32_match_single_runs():
 
 
 def test_population_evaluate_matches_evaluate():
-  x, y = _problem(np.random.default_rng(), 90, np.float32)
+  """Fixed inputs: the vmapped and the single evaluation differ by rounding (7e-8 in a logit),
+  which can flip a near-tied row of a fresh draw."""
+  x, y = _problem(np.random.default_rng(0), 90, np.float32)
   init = lambda key: mlp.init_mlp(key, (20, 8, 10))
   params = pop.init_params(init, [0, 1])
   got = pop.evaluate(params, x, y, batch_size=40)
