@@ -109,7 +109,7 @@ def dense_cases(rng, interpret):
         inputs = dense_inputs(rng, m, k, n)
         name = "x".join(str(v) for _, v in blocks) if blocks else "default"
         # W as stored (K, N), and pre-transposed (N, K), where dw comes back as (N, K). The
-        # layer as the op runs it: on Hopper tiles where jaxshallow.paths takes them.
+        # layer as the op runs it: on Hopper tiles where jaxshallow.ops takes them.
         for w_t in (False, True):
           hopper = ops.dense_on_hopper(m, k, n, precision, blocks, w_t, interpret)
           op = lambda x, w, b: dense.dense(x, w, b, relu=True, precision=precision,
@@ -1055,11 +1055,17 @@ def main(argv):
             "barrier": barrier_cases,
             "population": population_cases, "triton": triton_cases}
   def guarded(g):  # A group's cases, a Mosaic group's with Triton lowerings as errors
-    with guard_flags.guard(g in MOSAIC_GROUPS):
-      yield from groups[g](rng, interpret)
-  if guard_flags.active() and not interpret:
-    print(f"the Mosaic groups ({', '.join(g for g in _ONLY.value if g in MOSAIC_GROUPS)}) run "
-          "with Pallas' Triton backend as an error (--noforbid_triton: as a warning)")
+    try:
+      with guard_flags.guard(g in MOSAIC_GROUPS):
+        yield from groups[g](rng, interpret)
+    except ValueError as e:  # The guard's: the group lowered a Triton kernel. A miss, not a stop.
+      if "Pallas Triton backend is deprecated" not in str(e):
+        raise
+      yield f"{g}: lowered a Pallas Triton kernel", "float32", np.inf
+  guarded_groups = [g for g in _ONLY.value if g in MOSAIC_GROUPS]
+  if guard_flags.active() and not interpret and guarded_groups:
+    print(f"the Mosaic groups ({', '.join(guarded_groups)}) run with Pallas' Triton backend as "
+          "an error (--noforbid_triton: as a warning)")
   cases = (c for g in _ONLY.value for c in guarded(g))
   for case, precision, err, *bound in cases:  # A case may bring its own bound.
     ok = err < (bound[0] if bound else TOLERANCE[precision])

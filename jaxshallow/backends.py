@@ -52,19 +52,14 @@ def of_path(fusion: str, epoch_kernel: str | None = None) -> str:
   return "triton"
 
 
-def available(fusion: str, epoch_kernel: str | None = None) -> bool:
-  """Whether this jax can lower what the path needs (all but Triton paths without Triton)."""
-  return of_path(fusion, epoch_kernel) != "triton" or triton_state() != "removed"
-
-
-def missing(what: str, asked: str | None) -> str:
-  """Why a Triton path cannot run on this jax (one line; ``what``: its kernels in words): a
-  ``--fusion`` the user asked for (``asked``) is refused, the default path gives way to xla's."""
-  why = f"this jax has no Pallas Triton backend, which the {what} lower through"
+def missing(asked: str | None) -> str:
+  """Why a Triton path cannot run on this jax, in one line: a path the user asked for
+  (``asked``, a ``--fusion``) is refused (ConfigError); the default's reason is returned."""
   if asked is not None:
     from jaxshallow.run.config import ConfigError
-    raise ConfigError(f"--fusion={asked}: {why}; --impl=xla trains this network")
-  return why
+    raise ConfigError(f"--fusion={asked} needs Pallas' Triton backend, which this jax does not "
+                      "have; --impl=xla trains this network")
+  return "this jax has no Pallas Triton backend, which this network's Pallas kernels need"
 
 
 def notice(what: str, version: str) -> str:

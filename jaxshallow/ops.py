@@ -204,8 +204,8 @@ HOPPER_DENSE_FROM_ROWS = 4096
 
 def dense_on_hopper(m: int, k: int, n: int, precision: str, blocks, w_transposed: bool,
                     interpret: bool) -> bool:
-  """Whether a dense layer of these sizes runs as ``pallas_kernels.ops.dense_mgpu``'s wgmma
-  products: tf32 or float32, from ``HOPPER_DENSE_FROM_ROWS`` rows, on a Hopper GPU, unless block sizes are forced.
+  """Whether a dense layer of these sizes runs as ``dense_mgpu``'s wgmma products: tf32 or
+  float32, from ``HOPPER_DENSE_FROM_ROWS`` rows, on a Hopper GPU, unless block sizes are forced.
   In interpret mode the CPU runs the same path around the kernel's jnp twin (for the tests)."""
   from pallas_kernels.ops import dense_mgpu
   return (precision in ("tf32", "float32") and m >= HOPPER_DENSE_FROM_ROWS and not blocks

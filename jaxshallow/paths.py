@@ -67,10 +67,8 @@ OPS_FASTER_ABOVE = 3.5e5
 # Where the breadth grid (benchmarks.grid, --alternatives) measured another path faster than
 # the rule above: (widths, batch size, optimizer, precision) -> fusion; "xla" where every
 # Pallas path trained slower than xla (docs/bench/current); "mosaic": the epoch path where a
-# Mosaic GPU epoch kernel (a cluster kernel, or the phase kernel) takes the network (Hopper),
-# else xla.
-MOSAIC_KERNELS = ("cluster_mlp", "cluster_epoch", "grid_regression", "tile_regression",
-                  "tile_mlp")
+# Mosaic GPU epoch kernel (``backends.MOSAIC_EPOCH_KERNELS``) takes the network (Hopper), else
+# xla.
 MEASURED = {
     # The epoch kernels over the work rule's limit: on Hopper 784-1024-10 takes the cluster
     # kernel (4 clusters, 3.96x; the rule judges only the grid kernel), elsewhere the grid
@@ -123,7 +121,7 @@ def single(cfg) -> Path:
     return Path(cfg.fusion, "")
   measured = MEASURED.get((widths(cfg), cfg.batch_size, cfg.optimizer, cfg.precision))
   if measured == "mosaic":  # The epoch path where a Mosaic GPU kernel takes it, else xla
-    measured = "epoch" if _epoch_kernel_of(cfg) in MOSAIC_KERNELS else "xla"
+    measured = "epoch" if _epoch_kernel_of(cfg) in backends.MOSAIC_EPOCH_KERNELS else "xla"
   if cfg.fusion is None and measured == "xla" and cfg.blocks is None:
     why = "every Pallas path trained this network slower than xla (docs/bench/current)"
     log.warning("training with XLA's own fusions (--fusion=xla): %s; --fusion=ops or epoch "
@@ -150,8 +148,7 @@ def single(cfg) -> Path:
 
 
 def ops_impl(cfg) -> str:
-  """The impl whose ops the steps call: xla's on the xla path (every dispatch, every trainer),
-  else ``cfg.impl``'s."""
+  """The impl whose ops the steps call: xla's on the xla path (every dispatch), else cfg.impl's."""
   return "xla" if cfg.fusion == "xla" else cfg.impl
 
 
@@ -161,17 +158,17 @@ def backend(cfg) -> str:
 
 
 def eval_impl(cfg) -> str:
-  """The evaluation's impl: xla's ops where the training runs no Triton kernel (the xla path,
-  the Mosaic GPU kernels: docs/design/backends.md), else ``cfg.impl``'s."""
+  """The evaluation's: xla's ops where the training runs no Triton kernel, else cfg.impl's."""
   return "xla" if cfg.impl == "pallas" and backend(cfg) != "triton" else cfg.impl
 
 
-def _without_triton(cfg, path: Path) -> Path:
-  """``path``, or xla's where it needs Pallas' Triton backend and this jax has none."""
-  if backends.available(path.fusion, _epoch_kernel_of(cfg) if path.fusion == "epoch" else None):
-    return path
-  why = backends.missing(describe(dataclasses.replace(cfg, fusion=path.fusion)), cfg.fusion)
-  log.warning("training with XLA's own fusions (--fusion=xla): %s", why)
+def _without_triton(cfg, mosaic) -> Path:
+  """A jax without Pallas' Triton backend: ``mosaic`` (the Mosaic GPU path that takes it, or
+  False) unless another was asked for, else xla's; a Triton path asked for is refused."""
+  asked = "ops (--blocks)" if cfg.blocks is not None else cfg.fusion
+  if asked == "xla" or (mosaic and asked in (None, "epoch")):
+    return Path(asked or mosaic, "")
+  log.warning("training with XLA's own fusions (--fusion=xla): %s", why := backends.missing(asked))
   return Path("xla", why)
 
 
@@ -179,7 +176,13 @@ def resolve(cfg):
   """``cfg`` with ``fusion`` set to the path that trains it (pallas; other impls unchanged)."""
   if cfg.impl != "pallas":
     return cfg
-  return dataclasses.replace(cfg, fusion=_without_triton(cfg, single(cfg)).fusion)
+  if backends.triton_state() == "removed":  # A Mosaic GPU epoch kernel where it would be taken
+    measured = MEASURED.get((widths(cfg), cfg.batch_size, cfg.optimizer, cfg.precision))
+    mosaic = (cfg.model in fused_epoch.MODELS and problem(cfg, "epoch") is None
+              and _epoch_kernel_of(cfg) in backends.MOSAIC_EPOCH_KERNELS
+              and not (cfg.fusion is None and measured == "xla"))
+    return dataclasses.replace(cfg, fusion=_without_triton(cfg, mosaic and "epoch").fusion)
+  return dataclasses.replace(cfg, fusion=single(cfg).fusion)
 
 
 def _epoch_kernel_of(cfg) -> str:
@@ -199,8 +202,11 @@ def describe(cfg) -> str:
             "tile_regression": "phase kernel (128 CTAs, tiles)",
             "tile_mlp": "phase kernel (132 CTAs, resident tiles)"}.get(
                 _epoch_kernel_of(cfg), "cluster kernel")
-  return {"step": "step kernels", "ops": "op kernels",
-          "xla": "xla (no Pallas kernel faster)"}[cfg.fusion]
+  if cfg.fusion == "xla" and backends.triton_state() == "removed":
+    return "xla (no Pallas Triton backend)"
+  return {"step": "step kernels" if cfg.model == "cnn" else "population step kernels",
+          "ops": "op kernels", "xla": "xla (no Pallas kernel faster)",
+          "cluster": "cluster kernel a member", "stream": "streamed population kernel"}[cfg.fusion]
 
 
 def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
@@ -253,7 +259,10 @@ def population(cfg, per_device: int) -> Path:
   ``--fusion=ops`` asks for the op kernels,
   ``--fusion=step`` for the step kernels at any size, ``--fusion=epoch`` for the cluster kernel
   where it can train the population (else the step kernels)."""
-  return _without_triton(cfg, _population(cfg, per_device))
+  if backends.triton_state() != "removed":
+    return _population(cfg, per_device)
+  return _without_triton(cfg, fused_population.cluster_problem(  # A cluster (CTA) a member
+      cfg.model, widths(cfg), cfg.optimizer, cfg.batch_size, bool(cfg.bias)) is None and "cluster")
 
 
 def _population(cfg, per_device: int) -> Path:

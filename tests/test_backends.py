@@ -56,6 +56,11 @@ def test_mosaic_paths_evaluate_in_xla_ops(monkeypatch):
   cfg = resolved(model="mlp")
   assert paths.describe(cfg) == "cluster kernel" and paths.eval_impl(cfg) == "xla"
   assert paths.ops_impl(cfg) == "pallas"  # The training still the kernel's
+  from jaxshallow.run import runner, trainers
+  cfg = resolved(model="regression", dataset="small", compilation_cache="off")
+  assert paths.backend(cfg) == "mosaic"
+  trainer = trainers.make_trainer(cfg, runner.load_data(cfg))  # Built, not compiled
+  assert trainer.eval_static["impl"] == "xla" and trainer.static["impl"] == "pallas"
 
 
 def test_the_notice_names_the_kernels_on_a_gpu_only(monkeypatch):
@@ -78,16 +83,77 @@ def test_without_a_triton_backend_the_default_is_xla_and_an_asked_path_refused(m
   with caplog.at_level(logging.WARNING):
     cfg = resolved(model="cnn")
   assert cfg.fusion == "xla" and "no Pallas Triton backend" in caplog.text
-  with pytest.raises(config.ConfigError, match="--fusion=ops: this jax has no Pallas Triton "
-                     "backend, which the op kernels lower through; --impl=xla trains"):
-    resolved(model="mlp", fusion="ops")
+  assert paths.describe(cfg) == "xla (no Pallas Triton backend)"
+  for asked, match in ((dict(fusion="ops"), "--fusion=ops needs Pallas' Triton backend"),
+                       (dict(blocks="16,16,16"), r"--fusion=ops \(--blocks\) needs"),
+                       (dict(fusion="epoch"), "--fusion=epoch needs")):  # The grid kernel (CPU)
+    with pytest.raises(config.ConfigError, match=match):
+      resolved(model="mlp", **asked)
+  assert resolved(model="mlp", fusion="xla").fusion == "xla"
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)  # Mosaic GPU: unaffected
   monkeypatch.setattr(cluster_mlp_mgpu, "lowers", lambda: None)
   assert resolved(model="mlp").fusion == "epoch"
+  assert paths.population(config.resolve(config.Config(impl="pallas", model="mlp")),
+                          64).fusion == "cluster"
   assert paths.population(config.resolve(config.Config(impl="pallas", model="cnn")),
                           64).fusion == "xla"
 
 
+# A process in which Pallas' Triton modules cannot be imported, as with a jax that removed them.
+WITHOUT_TRITON = """
+import sys
+class Block:
+  def find_spec(self, name, path=None, target=None):
+    if name.startswith(("jax._src.pallas.triton", "jax.experimental.pallas.triton")):
+      raise ImportError(f"no module {name} (blocked)")
+sys.meta_path.insert(0, Block())
+from jaxshallow import backends
+backends.triton_state = lambda: "removed"
+"""
+
+
+def _without_triton(code, tmp_path):
+  import subprocess
+  import sys
+  script = tmp_path / "run.py"
+  script.write_text(WITHOUT_TRITON + code)
+  return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                        timeout=600)
+
+
+def test_a_jax_without_triton_trains_on_xla_and_lowers_the_mosaic_epoch(tmp_path):
+  """Nothing Triton is imported on the way: the default pallas run trains (on xla's path,
+  here the CPU, where the grid kernel would have run), and the Mosaic GPU epoch path of the
+  regression net (its cluster kernel, as on Hopper) still lowers for a GPU."""
+  p = _without_triton("""
+import jax, jax.numpy as jnp, numpy as np
+from jaxshallow import paths, synthetic, train
+from jaxshallow.run import config, runner
+r = runner.run(config.Config(impl="pallas", model="regression", dataset="small", hidden=(8,),
+                             epochs=1, train_limit=512, test_limit=64), log=lambda _: None)
+print("fusion", r["fusion"], r["path"])
+from pallas_kernels.ops import dense_mgpu
+dense_mgpu.on_hopper = lambda: True
+cfg = paths.resolve(config.resolve(config.Config(impl="pallas", model="regression",
+                                                 dataset="large")))
+print("mosaic", cfg.fusion, paths.describe(cfg))
+params = [{"w": jax.ShapeDtypeStruct((32, 256), jnp.float32)},
+          {"w": jax.ShapeDtypeStruct((256, 1), jnp.float32)}]
+tx = train.make_optimizer("sgd", 0.002)
+x = jax.ShapeDtypeStruct((2 * 256, 32), jnp.float32)
+y = jax.ShapeDtypeStruct((2 * 256,), jnp.float32)
+order = jax.ShapeDtypeStruct((2 * 256,), jnp.int32)
+f = jax.jit(lambda p, s, x, y, o: train.train_epoch_no_donate(
+    p, s, x, y, o, tx=tx, batch_size=256, impl="pallas", model=train.models.REGRESSION,
+    fusion="epoch"))
+text = f.trace(params, tx.init(params), x, y, order).lower(lowering_platforms=("cuda",)).as_text()
+print("lowered", "mosaic_gpu" in text, "triton" in text)
+""", tmp_path)
+  assert p.returncode == 0, p.stderr[-2000:]
+  lines = p.stdout.splitlines()
+  assert "fusion xla xla (no Pallas Triton backend)" in lines
+  assert "mosaic epoch cluster kernel" in lines
+  assert "lowered True False" in lines
 def _lower_a_triton_kernel():
   x = jax.ShapeDtypeStruct((64, 32), jnp.float32)
   w = jax.ShapeDtypeStruct((32, 16), jnp.float32)

@@ -92,7 +92,7 @@ def test_pallas_epoch_matches_xla():
   """The whole training epoch through the Pallas kernels (interpreted here) against XLA, in
   float32 on fixed inputs: on a fresh draw two float32 impls put a pre-activation within
   rounding of 0 on different sides about one run in 400, moving a column of W1 by 3e-4 (the
-  float64 test checks the same function on fresh inputs)."""
+  float64 trajectory test checks the same function)."""
   rng = np.random.default_rng(0)
   images, labels = synthetic(300, rng)
   tx = train.make_optimizer("sgd", 0.1)

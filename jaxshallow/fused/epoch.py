@@ -143,7 +143,7 @@ def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_si
   and correct count (None for the regression net)."""
   from pallas_kernels import common
   from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, grid_regression_mgpu,
-                                    logreg_mgpu, mlp_epoch, tile_mlp_mgpu, tile_regression_mgpu)
+                                    logreg_mgpu, tile_mlp_mgpu, tile_regression_mgpu)
   name = optimizer_name(tx, "epoch")
   widths = widths_of(params)
   why = problem(model.name, widths[-1], batch_size, name)
@@ -174,6 +174,7 @@ def _train(params, opt_state, images, labels, order, *, tx, steps: int, batch_si
                                                            steps=steps, precision=precision,
                                                            batch=batch_size)
     return params, opt_state, losses, correct
+  from pallas_kernels.fused import mlp_epoch  # Triton: imported only for the grid kernel
   plan = mlp_epoch.make_plan(widths, batch_size, steps, head=model.loss, bias="b" in params[0],
                              momentum=name == "momentum", adam=name == "adam",
                              precision=precision, max_programs=max_programs())
