@@ -10,7 +10,9 @@ from jaxshallow import backends
 _FORBID_TRITON = flags.DEFINE_bool(
     "forbid_triton", True, "Run what should be Mosaic GPU (check_kernels' Mosaic groups, the "
     "bench's pallas rows on Mosaic GPU kernels) with jax's deprecation of Pallas' Triton "
-    "backend as an error, so that none of it lowers a Triton kernel (jax 0.11 and newer).")
+    "backend as an error, so that none of it lowers a Triton kernel (jax 0.11 and newer). It sees "
+    "what is lowered: a program loaded from a warm compilation cache is not checked (the bench "
+    "runs with the cache off unless $JAXSHALLOW_COMPILATION_CACHE says otherwise).")
 
 
 def guard(mosaic: bool):
