@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from jaxshallow import ops
-from kernel_checks import SMALL_BLOCKS, TOL, WIDE, clear_of_relu_kink, reference_vjp, rel_err
+from kernel_checks import (SMALL_BLOCKS, TOL, WIDE, clear_of_relu_kink, conv_pre_activation64,
+                           reference_vjp, rel_err)
 from pallas_kernels.ops import conv
 from pallas_kernels.ops import dense as dense_lib
 
@@ -29,10 +30,7 @@ def test_conv_relu_forward_and_grads(n, h, cin, cout, blocks):
   # cancel to near 0, where float32 rounding of the terms alone exceeds a 1e-5 relative error
   # (seen once in CI: 6e-5 on a db of -0.00235). The kernels are linear in dy.
   dy = np.abs(rng.standard_normal((n, h - 2, h - 2, cout))).astype(np.float32)
-  with jax.enable_x64(True):
-    z64 = jax.lax.conv_general_dilated(x.astype(np.float64), w.astype(np.float64), (1, 1),
-                                       "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
-  dy = clear_of_relu_kink(dy, np.asarray(z64))
+  dy = clear_of_relu_kink(dy, conv_pre_activation64(x, w, b))
   y, vjp = jax.vjp(lambda *a: conv.conv_relu(*a, blocks=blocks, interpret=True), x, w, b)
   grads = vjp(jnp.asarray(dy))
   y64, grads64 = reference_vjp(lambda *a: conv.reference(*a), [x, w, b], dy)
