@@ -691,9 +691,8 @@ def tile_mlp_cases(rng, interpret):
            _same_bits((got, losses), fn(params, x, y, order)))
 
 
-# (steps, whether the members share one set of batches, warpgroups a CTA): one step, several
-# of each kind, and the one-warpgroup form.
-STREAM_POPULATION_CASES = [(1, False, 2), (20, False, 2), (20, True, 2), (20, False, 1)]
+# (steps, whether the members share one set of batches): one step, several of each kind.
+STREAM_POPULATION_CASES = [(1, False), (20, False), (20, True)]
 
 
 def stream_population_cases(rng, interpret, members=3):
@@ -706,15 +705,15 @@ def stream_population_cases(rng, interpret, members=3):
     print("skip stream_population_mgpu: not on a Hopper GPU")
     return
   lrs = [0.05, 0.1, 0.2][:members]
-  for steps, shared, warpgroups in STREAM_POPULATION_CASES:
+  for steps, shared in STREAM_POPULATION_CASES:
     draws = [_mlp_inputs(rng, (784, 256, 10), steps, k.BATCH) for _ in range(members)]
     x, y = draws[0][0], draws[0][1]  # One data set; each member its own order (or the first)
     orders = np.stack([d[2] for d in draws[:1 if shared else members]])
     params = jax.tree.map(lambda *a: jnp.stack(a), *[d[3] for d in draws])
     xs, onehot = k.batches(jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), steps)
-    fn = jax.jit(functools.partial(k.train_steps, warpgroups=warpgroups))
+    fn = jax.jit(k.train_steps)
     got, losses, _ = fn(params, jnp.float32(lrs), xs, onehot)
-    kind = ("one set of batches" if shared else "own batches") + f", {warpgroups} warpgroup(s)"
+    kind = "one set of batches" if shared else "own batches"
     for i in range(members):
       inputs = (draws[i][3], x, y, orders[0 if shared else i], lrs[i], "sgd", k.BATCH,
                 models.MLP, steps)

@@ -6,6 +6,7 @@ float32 products at HIGHEST), for each population size.
 
   python -m probes.stream_population                     # 8, 64 and 128 members
   python -m probes.stream_population --shared            # the members on one set of batches
+  python -m probes.stream_population --profile --members=8,64  # where a step's time goes
 """
 
 import functools
@@ -17,14 +18,15 @@ from absl import flags
 
 from jaxshallow import mlp
 from jaxshallow.run import cli
-from jaxshallow.run.config import ConfigError
 from pallas_kernels.fused import stream_population_mgpu as k
 from probes import hopper
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("members", ["8", "64", "128"], "Population sizes.")
 flags.DEFINE_bool("shared", False, "Every member on the same batches (else each its own).")
-flags.DEFINE_list("warpgroups", ["2", "1"], "The kernel's forms: warpgroups a CTA (1 or 2).")
+flags.DEFINE_bool("profile", False, "Time each scope of a step with Mosaic GPU's profiler "
+                  "instead (3 steps; the profiler's own cost included).")
+flags.DEFINE_string("profile_dir", "/tmp/stream_population", "Where the profiler writes traces.")
 flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
 
 SHORT, LONG = 10, 110
@@ -45,11 +47,11 @@ def problem(members: int, steps: int, shared: bool, seed: int = 0):
   return (params, lrs, *k.batches(x, y, orders, steps))
 
 
-def check(members: int, shared: bool, warpgroups: int):
+def check(members: int, shared: bool):
   """The kernel's losses and weights against the twin's in float32 (the largest relative
   error over the members), and whether a second run gives the same bits."""
   args = problem(members, CHECK_STEPS, shared)
-  run = jax.jit(functools.partial(k.train_steps, warpgroups=warpgroups))
+  run = jax.jit(k.train_steps)
   got = jax.block_until_ready(run(*args))
   want = jax.jit(k.reference)(*args)
   err = max(float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64))
@@ -63,13 +65,14 @@ def check(members: int, shared: bool, warpgroups: int):
 def main(argv):
   del argv
   sizes = cli.ints("members", FLAGS.members)
-  forms = cli.ints("warpgroups", FLAGS.warpgroups)
-  if not set(forms) <= {1, 2}:
-    raise ConfigError(f"--warpgroups takes 1 and 2, got {','.join(FLAGS.warpgroups)}")
   cli.at_least("repeats", FLAGS.repeats, 1)
   d = hopper.require_hopper("probes.stream_population")
   kind = "one set of batches" if FLAGS.shared else "each member its own batches"
   print(f"{d.device_kind}, jax {jax.__version__}: {kind}")
+  if FLAGS.profile:
+    for members in sizes:
+      profile(members, FLAGS.shared, FLAGS.profile_dir)
+    return
   def us_per_step(fn, members):
     launch = [functools.partial(jax.jit(fn), *problem(members, n, FLAGS.shared))
               for n in (SHORT, LONG)]
@@ -78,13 +81,37 @@ def main(argv):
   for members in sizes:
     xla = us_per_step(k.reference, members)
     print(f"  {members} members: XLA {xla:.1f} us a step", flush=True)
-    for wg in forms:
-      err, same = check(members, FLAGS.shared, wg)
-      us = us_per_step(functools.partial(k.train_steps, warpgroups=wg), members)
-      print(f"    kernel, {wg} warpgroup(s): {CHECK_STEPS} steps {err:.1e} from the twin, "
-            f"{'the same bits twice' if same else 'NOT the same bits twice'}; {us:.1f} us a "
-            f"step: {xla / us:.2f}x XLA ({members / us * 1e6 / 937:.0f} networks/s at 937 "
-            f"steps an epoch)", flush=True)
+    err, same = check(members, FLAGS.shared)
+    us = us_per_step(k.train_steps, members)
+    print(f"    kernel: {CHECK_STEPS} steps {err:.1e} from the twin, "
+          f"{'the same bits twice' if same else 'NOT the same bits twice'}; {us:.1f} us a "
+          f"step: {xla / us:.2f}x XLA ({members / us * 1e6 / 937:.0f} networks/s at 937 "
+          f"steps an epoch)", flush=True)
+
+
+SCOPES = ("walk", "sums", "exchange", "backward", "w1")
+
+
+def profile(members: int, shared: bool, trace_dir: str, steps: int = 3):
+  """Each scope's time a step (the median, and the largest, over warpgroups and steps), a
+  step's traced span, and how far apart the warpgroups' first events are (a launch in two
+  waves shows as about the whole launch's time apart)."""
+  import os
+  import statistics
+  os.makedirs(trace_dir, exist_ok=True)
+  args = problem(members, steps, shared)
+  jax.block_until_ready(jax.jit(functools.partial(k.train_steps, profile_dir=trace_dir))(*args))
+  spans, first, last = hopper.trace_spans(trace_dir)
+  print(f"  {members} members, profile of {steps} steps ({steps + 1} walks), {len(first)} "
+        f"traced threads: us, median (largest)")
+  for name in SCOPES:
+    v = [t for (c, n), ts in spans.items() if n == name for t in ts]
+    if v:
+      print(f"    {name:9s} {statistics.median(v):8.2f} ({max(v):8.2f})")
+  span = [(last[c] - first[c]) / (steps + 1) for c in first]
+  starts = sorted(first.values())
+  print(f"    {'step':9s} {statistics.median(span):8.2f} ({max(span):8.2f}) traced; the "
+        f"threads' first events {starts[-1] - starts[0]:.1f} us apart", flush=True)
 
 
 if __name__ == "__main__":

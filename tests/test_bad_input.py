@@ -193,7 +193,7 @@ CASES = [
     ("probes.grid_regression", ["--floor"], "--floor: only --kernel=tile_regression"),
     ("probes.tile_mlp", ["--repeats=0"], "--repeats must be at least 1"),
     ("probes.stream_population", ["--members=0"], "members"),
-    ("probes.stream_population", ["--warpgroups=3"], "--warpgroups takes 1 and 2"),
+    ("probes.stream_population", ["--repeats=0"], "repeats must be at least 1"),
     ("probes.weight_stream", ["--rows=100"], "--rows must be a positive multiple of 64"),
     ("probes.weight_stream", ["--cols=256"], "--cols must be 64 or 128"),
     ("probes.weight_stream", ["--form=registers", "--warpgroups=3"], "--warpgroups must be 1 or 2"),

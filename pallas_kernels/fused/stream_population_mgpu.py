@@ -1,9 +1,10 @@
 """A population of MLPs 784-256-10 trained with their weights streamed from global memory every
 step (Pallas Mosaic GPU, Hopper): a cluster of two CTAs a member, each CTA half its units.
 
-Written 2026-11-28 and not yet run on a GPU: it lowers with jax 0.10, 0.11 and 0.12 and its
-twin (``reference``) follows the project's float64 training; no path of the library takes it
-until ``experiments.check_kernels`` has checked it on the device (docs/design/populations.md).
+Now (2026-11-29, an H200, jax 0.11.2): ``experiments.check_kernels --only=stream_population``
+passes (one draw of 24 short: 1.6e-5 from float64 over 20 steps, bound 1e-5), but 64 members
+train at 0.98x xla's speed (186 us a step), so no path of the library takes it
+(docs/design/populations.md says where its time goes).
 
 Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each member's W0 in
 shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64
@@ -14,8 +15,7 @@ jax 0.11.2).
 
 Each member is a cluster of two CTAs (grid ``member``, cluster ``half``); CTA h owns units
 128 h .. 128 h + 127 as two blocks of 64, W0^T's rows (units) by 832 inputs, with b0 as input
-784 (the images' input 784 is 255, so x W0 / 255 adds b0), a warpgroup a block (or one
-warpgroup both: ``warpgroups``). A step s of a launch walks W0^T in 13 tiles of 64 inputs, two
+784 (the images' input 784 is 255, so x W0 / 255 adds b0), a warpgroup a block. A step s of a launch walks W0^T in 13 tiles of 64 inputs, two
 in flight by TMA (each warpgroup its own copies); for each tile and block:
 
   gradient  dW0^T = dz_{s-1}[:, block]^T x_{s-1}[:, k] on the tensor cores: dz's three
@@ -56,9 +56,8 @@ T = 64  # A block's units, a tile's inputs, the batch: wgmma's M, K and N
 BLOCKS = 2  # Blocks of units a CTA
 ROWS = 16  # The small rows: b1 by class (each broadcast over 64 lanes), then the learning rate
 ROW_LR = CLASSES
-# The jax versions it was checked with on a GPU (experiments.check_kernels
-# --only=stream_population): none yet, so no path takes it (``problem`` says so).
-CHECKED = ()
+# Whether it is a path of the library: not while it is slower than xla's population.
+FASTER_THAN_XLA = False
 # mbarriers, a warpgroup's: by slot, W0^T's tile and x's two tiles (last step's, this step's);
 # the step's one-hot labels; then the first W1 rows, and each warpgroup's small rows
 MB_TILE, MB_LABELS, MB_WG = 0, 6, 7
@@ -76,8 +75,8 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
     return "it trains the MLP with biases"
   if why := common.sgd_float32_problem(optimizer, dtype):
     return why
-  if (version := tuple(int(v) for v in jax.__version__.split(".")[:2])) not in CHECKED:
-    return f"it was not checked on a GPU with jax {version[0]}.{version[1]}"
+  if not FASTER_THAN_XLA:
+    return "it is slower than xla's population (0.98x at 64 members on an H200): not a path yet"
   return None
 
 
@@ -90,15 +89,13 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, metrics, mb, parts_in, peer_in,
             sums_done, cluster_bar,  # scratch
-            *, steps: int, shared: bool, warpgroups: int):
+            *, steps: int, shared: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (64,): one value a column (a row of the batch)
   m, h = lax.axis_index("member"), lax.axis_index("half")
-  # Two warpgroups: warpgroup g the units of block g, its own copies and mbarriers; one: both.
-  g = lax.axis_index("wg") if warpgroups == 2 else 0
-  blocks = [g] if warpgroups == 2 else list(range(BLOCKS))
+  g = lax.axis_index("wg")  # Warpgroup g: the units of block g, its own copies and mbarriers
   data = 0 if shared else m  # The batches' member
   bar = lambda i: mb.at[MB_WG * g + i]  # This warpgroup's mbarrier i
 
@@ -108,27 +105,23 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   def cols_of(v):
     return lax.broadcast_in_dim(v, (T, T), [1])
 
-  def tile(ref, k):  # W0^T's tile k of this warpgroup's blocks
-    units = pl.ds(g, 1) if warpgroups == 2 else slice(None)
-    return ref.at[m, h, units, :, pl.ds(k * T, T)]
-
-  def slot_of(i):  # The warpgroup's part of W0^T's slot i
-    return wbuf.at[i, pl.ds(g, 1)] if warpgroups == 2 else wbuf.at[i]
+  def tile(ref, k):  # W0^T's tile k of this warpgroup's block
+    return ref.at[m, h, g, :, pl.ds(k * T, T)]
 
   def fetch(s, k, slot):  # W0^T's tile k (the input's at step 0), x_{s-1}'s and x_s's
     first = MB_TILE + 3 * slot
-    pl.when(s == 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_in, k), slot_of(slot),
+    pl.when(s == 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_in, k), wbuf.at[slot, g],
                                                     bar(first)))
-    pl.when(s > 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_out, k), slot_of(slot),
+    pl.when(s > 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_out, k), wbuf.at[slot, g],
                                                    bar(first)))
     for j, at in enumerate((jnp.maximum(s - 1, 0), jnp.minimum(s, steps - 1))):
       plgpu.copy_gmem_to_smem(x_in.at[data, at, :, pl.ds(k * T, T)], xk.at[g, slot, j],
                               bar(first + 1 + j))
 
-  def gradient(b, slot):  # dz[:, b]^T x_{s-1}[:, k] over dz's three parts: the tile's layout
+  def gradient(slot):  # dz[:, block]^T x_{s-1}[:, k] over dz's three parts: the tile's layout
     def run(acc):
       for i in (2, 1, 0):
-        plgpu.wgmma(acc, dz.at[i, b], xk.at[g, slot, 0])
+        plgpu.wgmma(acc, dz.at[i, g], xk.at[g, slot, 0])
       plgpu.wgmma_wait(0)  # (the last forward products too: their registers are reused)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
@@ -143,16 +136,15 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   plgpu.copy_gmem_to_smem(small_in.at[m], small.at[g], mb.at[MB_INIT + 1 + g])
   zero = plgpu.layout_cast(jnp.zeros((T, T), bf16), wgmma_layout)
   for i in range(3):
-    for b in blocks:
-      dz.at[i, b][...] = zero
+    dz.at[i, g][...] = zero
   sync()  # (the tensor cores read them)
   plgpu.barrier_wait(mb.at[MB_INIT])
   plgpu.barrier_wait(mb.at[MB_INIT + 1 + g])
   lr_tile = cols_of(_load(small.at[g, ROW_LR], by_col))  # The member's lr everywhere
   lr_units = _load(small.at[g, ROW_LR], by_row)
 
-  def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns z^T by block (x 255)
-    def run(*accs):
+  def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns the block's z^T (x 255)
+    def run(acc):
       fetch(s, 0, 0)
       for k in range(TILES):
         slot = k % 2
@@ -162,18 +154,17 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
           fetch(s, k + 1, 1 - slot)
         for j in range(3):
           plgpu.barrier_wait(bar(MB_TILE + 3 * slot + j))
-        for b, acc in zip(blocks, accs):
-          w = _load(wbuf.at[slot, b], wgmma_layout)
-          w = w - lr_tile * (gradient(b, slot) * (1.0 / 255.0))
-          _store(wbuf.at[slot, b], w)
-          for part_ in reversed(split3_in_kernel(w, ptx=True)):
-            plgpu.wgmma(acc, part_, xk.at[g, slot, 1].transpose((1, 0)))
+        w = _load(wbuf.at[slot, g], wgmma_layout)
+        w = w - lr_tile * (gradient(slot) * (1.0 / 255.0))
+        _store(wbuf.at[slot, g], w)
+        for part_ in reversed(split3_in_kernel(w, ptx=True)):
+          plgpu.wgmma(acc, part_, xk.at[g, slot, 1].transpose((1, 0)))
         sync()  # The new tile visible to the copy
-        plgpu.copy_smem_to_gmem(slot_of(slot), tile(w0t_out, k))
+        plgpu.copy_smem_to_gmem(wbuf.at[slot, g], tile(w0t_out, k))
       plgpu.wgmma_wait(0)
       plgpu.wait_smem_to_gmem(0)  # Every tile out before the next walk reads them
-      return [acc[...] for acc in accs]
-    return pl.run_scoped(run, *[plgpu.ACC((T, T), f32) for _ in blocks])
+      return acc[...]
+    return pl.run_scoped(run, plgpu.ACC((T, T), f32))
 
   def cluster_fence():  # Stores before the arrival, and reads after the wait, ordered at the
     # cluster's scope (the cluster barrier's mbarrier orders them at the CTA's only)
@@ -191,12 +182,8 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     plgpu.barrier_wait(cluster_bar.at[parity])
     cluster_fence()
 
-  def exchange(parity):  # Both CTAs' partial logits readable by every warpgroup: with two,
-    # both arrive at parts_in; the first meets the peer CTA, then lets the second read
-    if warpgroups == 1:
-      pl.when(parity == 0)(lambda: meet(0))
-      pl.when(parity == 1)(lambda: meet(1))
-      return
+  def exchange(parity):  # Both CTAs' partial logits readable by both warpgroups: both
+    # arrive at parts_in; the first meets the peer CTA, then lets the second read
     plgpu.barrier_arrive(parts_in)
     plgpu.barrier_wait(parts_in)
 
@@ -207,29 +194,28 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       plgpu.barrier_arrive(peer_in)
     pl.when(g == 1)(lambda: plgpu.barrier_wait(peer_in))
 
-  def outputs(s, zs):  # Step s's logits, loss, backward into dz, W1 and b1
+  def outputs(s, z):  # Step s's logits, loss, backward into dz, W1 and b1
     parity = lax.rem(s, 2)
     plgpu.copy_gmem_to_smem(labels_in.at[data, s], labels.at[g], bar(MB_LABELS))
-    zs = [z * (1.0 / 255.0) for z in zs]
-    hs = [jnp.maximum(z, 0.0) for z in zs]
-    w1 = [[_load(w1s.at[b, k], by_row) for k in range(CLASSES)] for b in blocks]
-    # This warpgroup's partial logits, its blocks in order. A sum over the units (rows) crosses
-    # the warpgroup's warps through a scratch memory that both warpgroups' code addresses the
-    # same way, so with two the second sums only once the first is done.
-    if warpgroups == 2:
+    z = z * (1.0 / 255.0)
+    hb = jnp.maximum(z, 0.0)
+    w1b = [_load(w1s.at[g, k], by_row) for k in range(CLASSES)]
+    # This warpgroup's partial logits. A sum over the units (rows) crosses the warpgroup's warps
+    # through a scratch memory that both warpgroups' code addresses the same way, so the second
+    # sums only once the first is done.
+    with jax.named_scope("sums"):
       pl.when(g == 1)(lambda: plgpu.barrier_wait(sums_done))
-    for k in range(CLASSES):
-      part.at[parity, g, k][...] = functools.reduce(
-          jnp.add, [jnp.sum(hb * rows_of(w1b[k]), axis=0) for hb, w1b in zip(hs, w1)])
-    if warpgroups == 2:
+      for k in range(CLASSES):
+        part.at[parity, g, k][...] = jnp.sum(hb * rows_of(w1b[k]), axis=0)
       pl.when(g == 0)(lambda: plgpu.barrier_arrive(sums_done))
-    sync()
-    exchange(parity)
+      sync()
+    with jax.named_scope("exchange"):
+      exchange(parity)
     logits = []
     for k in range(CLASSES):  # Half 0's partials (by warpgroup), half 1's, then b1: the same
       # bits in every warpgroup (reference adds the halves' sums, then b1)
       terms = [_load(plgpu.cluster_ref(part.at[parity, wg, k], {"half": half}), by_col)
-               for half in range(2) for wg in range(warpgroups)]
+               for half in range(2) for wg in range(2)]
       logits.append(functools.reduce(jnp.add, terms) + _load(small.at[g, k], by_col))
     top = functools.reduce(jnp.maximum, logits)
     e = [jnp.exp(v - top) for v in logits]
@@ -247,28 +233,28 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       sync()
       plgpu.copy_smem_to_gmem(metrics, metrics_out.at[m, s])
 
-    for b, z, hb, w1b in zip(blocks, zs, hs, w1):  # dz^T = [z > 0] W1 dL/dlogits^T; W1's
-      # rows (after their use)
+    with jax.named_scope("backward"):  # dz^T = [z > 0] W1 dL/dlogits^T
       dh = functools.reduce(jnp.add, [rows_of(w1b[k]) * cols_of(dl[k]) for k in range(CLASSES)])
       for i, p in enumerate(split3_in_kernel(jnp.where(z > 0.0, dh, 0.0), ptx=True)):
-        dz.at[i, b][...] = p
+        dz.at[i, g][...] = p
+    with jax.named_scope("w1"):  # W1's rows (after their use), b1 (each row's 64 lanes the
+      # same: a sum over the batch each)
       for k in range(CLASSES):
-        w1s.at[b, k][...] = w1b[k] - lr_units * jnp.sum(hb * cols_of(dl[k]), axis=1)
-
-    for k in range(CLASSES):  # b1 (each row's 64 lanes the same: a sum over the batch each)
-      small.at[g, k][...] = (_load(small.at[g, k], by_row)
-                             - lr_units * jnp.sum(cols_of(dl[k]), axis=1))
-    sync()  # dz's parts before the tensor cores read them
+        w1s.at[g, k][...] = w1b[k] - lr_units * jnp.sum(hb * cols_of(dl[k]), axis=1)
+      for k in range(CLASSES):
+        small.at[g, k][...] = (_load(small.at[g, k], by_row)
+                               - lr_units * jnp.sum(cols_of(dl[k]), axis=1))
+      sync()  # dz's parts before the tensor cores read them
 
   def step(s, carry):
-    zs = walk(s)
-    pl.when(s < steps)(lambda: outputs(s, zs))
+    with jax.named_scope("walk"):
+      z = walk(s)
+    pl.when(s < steps)(lambda: outputs(s, z))
     return carry
 
   lax.fori_loop(0, steps + 1, step, None)
   exchange(jnp.int32(steps % 2))  # The peer has read this CTA's last partial logits: exit
-  for b in blocks:
-    plgpu.copy_smem_to_gmem(w1s.at[b], w1_out.at[m, h, b])
+  plgpu.copy_smem_to_gmem(w1s.at[g], w1_out.at[m, h, g])
 
   @pl.when(jnp.logical_and(h == 0, g == 0))
   def _():
@@ -277,29 +263,32 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
 
 @functools.lru_cache(maxsize=None)
-def _call(members: int, steps: int, shared: bool, warpgroups: int = 2):
+def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
   shape = jax.ShapeDtypeStruct
-  threads = dict(num_threads=2, thread_name="wg") if warpgroups == 2 else {}
+  params = {}
+  if profile_dir:  # Mosaic GPU's profiler: each named scope's start and end a warpgroup
+    params.update(profile_space=12 * (steps + 2), profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, shared=shared, warpgroups=warpgroups),
+      functools.partial(_kernel, steps=steps, shared=shared),
       out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
                 shape((members, 2, BLOCKS, ROWS, T), f32),
                 shape((members, ROWS, T), f32),
                 shape((members, steps, 2, BATCH), f32)),  # each row's loss and whether right
       grid=(members,), grid_names=("member",), cluster=(2,), cluster_names=("half",),
-      **threads,
-      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane),
+      num_threads=2, thread_name="wg",
+      compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane,
+                                           **params),
       scratch_types=[
           plgpu.SMEM((2, BLOCKS, T, T), f32),  # W0^T's tiles, by slot
-          plgpu.SMEM((warpgroups, 2, 2, T, T), bf16, transforms=swizzled),  # x's, by slot
+          plgpu.SMEM((2, 2, 2, T, T), bf16, transforms=swizzled),  # x's, by slot
           plgpu.SMEM((3, BLOCKS, T, T), bf16, transforms=swizzled),  # dz^T's parts
           plgpu.SMEM((BLOCKS, ROWS, T), f32),  # W1's rows (a class a row), by block
-          plgpu.SMEM((warpgroups, ROWS, T), f32),  # b1 by class, the learning rate
-          plgpu.SMEM((warpgroups, ROWS, T), f32),  # the step's one-hot labels, a class a row
-          plgpu.SMEM((2, warpgroups, ROWS, T), f32),  # partial logits, by step parity
+          plgpu.SMEM((2, ROWS, T), f32),  # b1 by class, the learning rate
+          plgpu.SMEM((2, ROWS, T), f32),  # the step's one-hot labels, a class a row
+          plgpu.SMEM((2, 2, ROWS, T), f32),  # partial logits, by step parity
           plgpu.SMEM((2, BATCH), f32),  # the step's per-row loss and correct flags
           plgpu.Barrier(num_barriers=MBARRIERS),
           plgpu.Barrier(num_arrivals=2),  # both warpgroups' partial logits stored
@@ -350,17 +339,17 @@ def batches(x, labels, orders, steps: int):
   return xs, jnp.swapaxes(onehot, 2, 3)
 
 
-def train_steps(params, lrs, xs, onehot, warpgroups: int = 2):
+def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None):
   """``steps`` SGD steps of every member in one launch: stacked params and lrs as ``pack``
   takes them, xs and onehot from ``batches`` (D = 1: every member on the same batches; D = P:
   each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only.
-  ``warpgroups``: 2 (a block of 64 units each) or 1 (both blocks)."""
+  ``profile_dir``: a Mosaic GPU profiler trace of the launch's scopes goes there."""
   members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
   if not shared and xs.shape[0] != members:
     raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
   w0t, w1, small = pack(params, lrs)
-  w0t, w1, small, metrics = _call(members, steps, shared, warpgroups)(w0t, w1, small, xs,
-                                                                     onehot)
+  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir)(w0t, w1, small, xs,
+                                                                      onehot)
   losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
   correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
   return unpack(w0t, w1, small), losses, correct
