@@ -7,6 +7,7 @@ float32 products at HIGHEST), for each population size.
   python -m probes.stream_population                     # 8, 64 and 128 members
   python -m probes.stream_population --shared            # the members on one set of batches
   python -m probes.stream_population --profile --members=8,64  # where a step's time goes
+  python -m probes.stream_population --floor --members=8,64    # the walks alone, the outputs alone
 """
 
 import functools
@@ -26,6 +27,8 @@ flags.DEFINE_list("members", ["8", "64", "128"], "Population sizes.")
 flags.DEFINE_bool("shared", False, "Every member on the same batches (else each its own).")
 flags.DEFINE_bool("profile", False, "Time each scope of a step with Mosaic GPU's profiler "
                   "instead (3 steps; the profiler's own cost included).")
+flags.DEFINE_bool("floor", False, "Also time the kernel with only its walks over W0 and with "
+                  "only its output layer (wrong numbers: what each costs alone).")
 flags.DEFINE_string("profile_dir", "/tmp/stream_population", "Where the profiler writes traces.")
 flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
 
@@ -87,6 +90,10 @@ def main(argv):
           f"{'the same bits twice' if same else 'NOT the same bits twice'}; {us:.1f} us a "
           f"step: {xla / us:.2f}x XLA ({members / us * 1e6 / 937:.0f} networks/s at 937 "
           f"steps an epoch)", flush=True)
+    for parts in ("walk", "outputs") if FLAGS.floor else ():
+      alone = us_per_step(functools.partial(k.train_steps, parts=parts), members)
+      print(f"    the {'walks over W0' if parts == 'walk' else 'output layer'} alone: "
+            f"{alone:.1f} us a step", flush=True)
 
 
 SCOPES = ("walk", "sums", "exchange", "backward", "w1")

@@ -15,14 +15,18 @@ from pallas_kernels.fused import stream_population_mgpu as k
 SIZES = (784, 256, 10)
 
 
-@pytest.mark.parametrize("members,steps,sets", [(3, 2, 3), (2, 1, 1)], ids=["own", "shared"])
-def test_kernel_lowers(members, steps, sets):
+@pytest.mark.parametrize("members,steps,sets,parts",
+                         [(3, 2, 3, "all"), (2, 1, 1, "all"), (2, 2, 2, "walk"),
+                          (2, 2, 2, "outputs")],
+                         ids=["own", "shared", "walks-alone", "outputs-alone"])
+def test_kernel_lowers(members, steps, sets, parts):
+  """Both kinds of batches, and the probe's floors (the walks alone, the output layer alone)."""
   f32, shape = jnp.float32, jax.ShapeDtypeStruct
   params = [{"w": shape((members, a, b), f32), "b": shape((members, b), f32)}
             for a, b in zip(SIZES[:-1], SIZES[1:])]
   args = (params, shape((members,), f32), shape((sets, steps, k.BATCH, k.INPUTS), jnp.bfloat16),
           shape((sets, steps, k.ROWS, k.BATCH), f32))
-  fn = jax.jit(k.train_steps)
+  fn = jax.jit(lambda *a: k.train_steps(*a, parts=parts))
   text = fn.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
   assert "mosaic_gpu" in text
 

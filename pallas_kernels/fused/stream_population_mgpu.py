@@ -89,7 +89,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, metrics, mb, parts_in, peer_in,
             sums_done, cluster_bar,  # scratch
-            *, steps: int, shared: bool):
+            *, steps: int, shared: bool, parts: str):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
@@ -247,9 +247,13 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       sync()  # dz's parts before the tensor cores read them
 
   def step(s, carry):
-    with jax.named_scope("walk"):
-      z = walk(s)
-    pl.when(s < steps)(lambda: outputs(s, z))
+    if parts == "outputs":  # (a probe's floor: the output layer alone, on z = 0)
+      z = plgpu.layout_cast(jnp.zeros((T, T), f32), wgmma_layout)
+    else:
+      with jax.named_scope("walk"):
+        z = walk(s)
+    if parts != "walk":  # (a probe's floor: the walks alone)
+      pl.when(s < steps)(lambda: outputs(s, z))
     return carry
 
   lax.fori_loop(0, steps + 1, step, None)
@@ -263,7 +267,8 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
 
 @functools.lru_cache(maxsize=None)
-def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None):
+def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None,
+          parts: str = "all"):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
@@ -272,7 +277,7 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
   if profile_dir:  # Mosaic GPU's profiler: each named scope's start and end a warpgroup
     params.update(profile_space=12 * (steps + 2), profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, shared=shared),
+      functools.partial(_kernel, steps=steps, shared=shared, parts=parts),
       out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
                 shape((members, 2, BLOCKS, ROWS, T), f32),
                 shape((members, ROWS, T), f32),
@@ -339,17 +344,19 @@ def batches(x, labels, orders, steps: int):
   return xs, jnp.swapaxes(onehot, 2, 3)
 
 
-def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None):
+def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: str = "all"):
   """``steps`` SGD steps of every member in one launch: stacked params and lrs as ``pack``
   takes them, xs and onehot from ``batches`` (D = 1: every member on the same batches; D = P:
   each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only.
-  ``profile_dir``: a Mosaic GPU profiler trace of the launch's scopes goes there."""
+  ``profile_dir``: a Mosaic GPU profiler trace of the launch's scopes goes there. ``parts``:
+  "all"; "walk" or "outputs" runs only the walks over W0 or only the output layer (wrong
+  numbers: what each costs alone, ``probes.stream_population --floor``)."""
   members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
   if not shared and xs.shape[0] != members:
     raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
   w0t, w1, small = pack(params, lrs)
-  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir)(w0t, w1, small, xs,
-                                                                      onehot)
+  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts)(w0t, w1, small,
+                                                                             xs, onehot)
   losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
   correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
   return unpack(w0t, w1, small), losses, correct
