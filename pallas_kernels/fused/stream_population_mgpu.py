@@ -15,8 +15,9 @@ jax 0.11.2).
 
 Each member is a cluster of two CTAs (grid ``member``, cluster ``half``); CTA h owns units
 128 h .. 128 h + 127 as two blocks of 64, W0^T's rows (units) by 832 inputs, with b0 as input
-784 (the images' input 784 is 255, so x W0 / 255 adds b0), a warpgroup a block. A step s of a launch walks W0^T in 13 tiles of 64 inputs, two
-in flight by TMA (each warpgroup its own copies); for each tile and block:
+784 (the images' input 784 is 255, so x W0 / 255 adds b0), a warpgroup a block. A step s of a
+launch walks W0^T in 13 tiles of 64 inputs, two in flight by TMA (each warpgroup its own
+copies); for each tile and block:
 
   gradient  dW0^T = dz_{s-1}[:, block]^T x_{s-1}[:, k] on the tensor cores: dz's three
             bfloat16 parts (exact) against the pixels (integers, exact in one part); zero at
