@@ -96,7 +96,7 @@ def main(argv):
             f"{alone:.1f} us a step", flush=True)
 
 
-SCOPES = ("walk", "sums", "exchange", "backward", "w1")
+SCOPES = ("walk", "sums", "exchange", "softmax", "backward")
 
 
 def profile(members: int, shared: bool, trace_dir: str, steps: int = 3):

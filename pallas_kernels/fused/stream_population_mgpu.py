@@ -2,9 +2,12 @@
 step (Pallas Mosaic GPU, Hopper): a cluster of two CTAs a member, each CTA half its units.
 
 Now (2026-11-29, an H200, jax 0.11.2): ``experiments.check_kernels --only=stream_population``
-passes (one draw of 24 short: 1.6e-5 from float64 over 20 steps, bound 1e-5), but 64 members
-train at 0.98x xla's speed (186 us a step), so no path of the library takes it
-(docs/design/populations.md says where its time goes).
+passed (one draw of 24 short: 1.6e-5 from float64 over 20 steps, bound 1e-5), but 64 members
+trained at 0.98x xla's speed (186 us a step) where its walks alone took 34.4 us and its output
+layer alone 34.9, so no path of the library takes it (docs/design/populations.md). Since those
+runs the output layer holds one class's (64,) rows at a time in registers, not all ten (the
+softmax passes over the classes, the logits in shared memory): the same arithmetic in the same
+order, not yet run on a GPU.
 
 Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each member's W0 in
 shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64
@@ -28,9 +31,10 @@ copies); for each tile and block:
 
 Then (CUDA cores, float32) h = relu(z / 255), each warpgroup's partial logits (a class a row),
 the cluster's added in CTA and warpgroup order after a barrier of the two warpgroups and a
-cluster barrier (read from the peer's shared memory; every warpgroup the same bits), b1, the
-softmax, the loss and dL/dlogits; dz^T's parts for the next step's gradients; W1's rows and b1
-updated. A launch of ``steps`` steps runs steps + 1 walks: the last applies the last
+cluster barrier (read from the peer's shared memory; every warpgroup the same bits), b1 (the
+logits kept in shared memory), the softmax's maximum and sums and the loss in passes over the
+classes; then class by class dL/dlogits, its term of dz^T and its W1 row and b1 updated; dz^T's
+parts for the next step's gradients. A launch of ``steps`` steps runs steps + 1 walks: the last applies the last
 step's gradient (its forward is dropped). Every member has its own learning rate and its own
 batches, or all members one set (``shared``). Nothing uses atomics: every run gives the same
 bits.
@@ -88,7 +92,7 @@ def _swizzled():
 
 def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
-            wbuf, xk, dz, w1s, small, labels, part, metrics, mb, parts_in, peer_in,
+            wbuf, xk, dz, w1s, small, labels, part, logits, metrics, mb, parts_in, peer_in,
             sums_done, cluster_bar,  # scratch
             *, steps: int, shared: bool, parts: str):
   from jax.experimental.pallas import mosaic_gpu as plgpu
@@ -200,51 +204,60 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     plgpu.copy_gmem_to_smem(labels_in.at[data, s], labels.at[g], bar(MB_LABELS))
     z = z * (1.0 / 255.0)
     hb = jnp.maximum(z, 0.0)
-    w1b = [_load(w1s.at[g, k], by_row) for k in range(CLASSES)]
     # This warpgroup's partial logits. A sum over the units (rows) crosses the warpgroup's warps
     # through a scratch memory that both warpgroups' code addresses the same way, so the second
     # sums only once the first is done.
     with jax.named_scope("sums"):
       pl.when(g == 1)(lambda: plgpu.barrier_wait(sums_done))
       for k in range(CLASSES):
-        part.at[parity, g, k][...] = jnp.sum(hb * rows_of(w1b[k]), axis=0)
+        part.at[parity, g, k][...] = jnp.sum(hb * rows_of(_load(w1s.at[g, k], by_row)), axis=0)
       pl.when(g == 0)(lambda: plgpu.barrier_arrive(sums_done))
       sync()
     with jax.named_scope("exchange"):
       exchange(parity)
-    logits = []
-    for k in range(CLASSES):  # Half 0's partials (by warpgroup), half 1's, then b1: the same
-      # bits in every warpgroup (reference adds the halves' sums, then b1)
-      terms = [_load(plgpu.cluster_ref(part.at[parity, wg, k], {"half": half}), by_col)
-               for half in range(2) for wg in range(2)]
-      logits.append(functools.reduce(jnp.add, terms) + _load(small.at[g, k], by_col))
-    top = functools.reduce(jnp.maximum, logits)
-    e = [jnp.exp(v - top) for v in logits]
-    total = functools.reduce(jnp.add, e)
-    plgpu.barrier_wait(bar(MB_LABELS))
-    y = [_load(labels.at[g, k], by_col) for k in range(CLASSES)]
-    picked = functools.reduce(jnp.add, [yk * v for yk, v in zip(y, logits)])
-    dl = [(ek / total - yk) * (1.0 / BATCH) for ek, yk in zip(e, y)]
-
-    @pl.when(jnp.logical_and(h == 0, g == 0))
-    def _():
-      plgpu.wait_smem_to_gmem(0)  # The last step's metrics out
-      metrics.at[0][...] = jnp.log(total) + top - picked
-      metrics.at[1][...] = jnp.where(picked >= top, 1.0, 0.0)
+    # A class's (64,) row of the batch is 16 registers a thread in this layout: the classes'
+    # logits, exponentials and gradients side by side would be hundreds, so each pass below
+    # holds one class's at a time and the logits wait in shared memory.
+    logit = lambda k: _load(logits.at[g, k], by_col)
+    label = lambda k: _load(labels.at[g, k], by_col)
+    with jax.named_scope("softmax"):
+      for k in range(CLASSES):  # Half 0's partials (by warpgroup), half 1's, then b1: the same
+        # bits in every warpgroup (reference adds the halves' sums, then b1)
+        terms = [_load(plgpu.cluster_ref(part.at[parity, wg, k], {"half": half}), by_col)
+                 for half in range(2) for wg in range(2)]
+        logits.at[g, k][...] = functools.reduce(jnp.add, terms) + _load(small.at[g, k], by_col)
       sync()
-      plgpu.copy_smem_to_gmem(metrics, metrics_out.at[m, s])
+      top = logit(0)
+      for k in range(1, CLASSES):
+        top = jnp.maximum(top, logit(k))
+      plgpu.barrier_wait(bar(MB_LABELS))
+      total, picked = jnp.exp(logit(0) - top), label(0) * logit(0)
+      for k in range(1, CLASSES):  # (in class order, as the reference's sums)
+        total = total + jnp.exp(logit(k) - top)
+        picked = picked + label(k) * logit(k)
 
-    with jax.named_scope("backward"):  # dz^T = [z > 0] W1 dL/dlogits^T
-      dh = functools.reduce(jnp.add, [rows_of(w1b[k]) * cols_of(dl[k]) for k in range(CLASSES)])
+      @pl.when(jnp.logical_and(h == 0, g == 0))
+      def _():
+        plgpu.wait_smem_to_gmem(0)  # The last step's metrics out
+        metrics.at[0][...] = jnp.log(total) + top - picked
+        metrics.at[1][...] = jnp.where(picked >= top, 1.0, 0.0)
+        sync()
+        plgpu.copy_smem_to_gmem(metrics, metrics_out.at[m, s])
+
+    with jax.named_scope("backward"):  # Class by class: its dL/dlogits row, its term of
+      # dz^T = [z > 0] W1 dL/dlogits^T, then its W1 row and b1 (after their use; each b1 row's
+      # 64 lanes the same: a sum over the batch each)
+      dh = None
+      for k in range(CLASSES):
+        dl = (jnp.exp(logit(k) - top) / total - label(k)) * (1.0 / BATCH)
+        w1k = _load(w1s.at[g, k], by_row)
+        term = rows_of(w1k) * cols_of(dl)
+        dh = term if dh is None else dh + term
+        w1s.at[g, k][...] = w1k - lr_units * jnp.sum(hb * cols_of(dl), axis=1)
+        small.at[g, k][...] = (_load(small.at[g, k], by_row)
+                               - lr_units * jnp.sum(cols_of(dl), axis=1))
       for i, p in enumerate(split3_in_kernel(jnp.where(z > 0.0, dh, 0.0), ptx=True)):
         dz.at[i, g][...] = p
-    with jax.named_scope("w1"):  # W1's rows (after their use), b1 (each row's 64 lanes the
-      # same: a sum over the batch each)
-      for k in range(CLASSES):
-        w1s.at[g, k][...] = w1b[k] - lr_units * jnp.sum(hb * cols_of(dl[k]), axis=1)
-      for k in range(CLASSES):
-        small.at[g, k][...] = (_load(small.at[g, k], by_row)
-                               - lr_units * jnp.sum(cols_of(dl[k]), axis=1))
       sync()  # dz's parts before the tensor cores read them
 
   def step(s, carry):
@@ -295,6 +308,7 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
           plgpu.SMEM((2, ROWS, T), f32),  # b1 by class, the learning rate
           plgpu.SMEM((2, ROWS, T), f32),  # the step's one-hot labels, a class a row
           plgpu.SMEM((2, 2, ROWS, T), f32),  # partial logits, by step parity
+          plgpu.SMEM((2, CLASSES, T), f32),  # the logits, a class a row
           plgpu.SMEM((2, BATCH), f32),  # the step's per-row loss and correct flags
           plgpu.Barrier(num_barriers=MBARRIERS),
           plgpu.Barrier(num_arrivals=2),  # both warpgroups' partial logits stored
