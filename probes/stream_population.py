@@ -104,21 +104,18 @@ def profile(members: int, shared: bool, trace_dir: str, steps: int = 3):
   step's traced span, and how far apart the warpgroups' first events are (a launch in two
   waves shows as about the whole launch's time apart)."""
   import os
-  import statistics
   os.makedirs(trace_dir, exist_ok=True)
   args = problem(members, steps, shared)
   jax.block_until_ready(jax.jit(functools.partial(k.train_steps, profile_dir=trace_dir))(*args))
   spans, first, last = hopper.trace_spans(trace_dir)
   print(f"  {members} members, profile of {steps} steps ({steps + 1} walks), {len(first)} "
         f"traced threads: us, median (largest)")
-  for name in SCOPES:
-    v = [t for (c, n), ts in spans.items() if n == name for t in ts]
-    if v:
-      print(f"    {name:9s} {statistics.median(v):8.2f} ({max(v):8.2f})")
-  span = [(last[c] - first[c]) / (steps + 1) for c in first]
+  for name, median, largest in hopper.scope_times(spans, SCOPES):
+    print(f"    {name:9s} {median:8.2f} ({largest:8.2f})")
+  median, largest = hopper.traced_span(first, last, steps + 1)
   starts = sorted(first.values())
-  print(f"    {'step':9s} {statistics.median(span):8.2f} ({max(span):8.2f}) traced; the "
-        f"threads' first events {starts[-1] - starts[0]:.1f} us apart", flush=True)
+  print(f"    {'step':9s} {median:8.2f} ({largest:8.2f}) traced; the threads' first events "
+        f"{starts[-1] - starts[0]:.1f} us apart", flush=True)
 
 
 if __name__ == "__main__":

@@ -137,8 +137,8 @@ def profile(trace_dir):
       v = [spent[(c, name)] / steps for c in ctas if c in cs and (c, name) in spent]
       cols.append(f"{role} {statistics.median(v):6.2f}" if v else f"{role} -")
     print(f"  {name:10s} " + ", ".join(cols))
-  span = [(last[c] - first[c]) / steps for c in ctas]
-  print(f"  {'traced':10s} {statistics.median(span):7.2f} ({max(span):7.2f})")
+  median, largest = hopper.traced_span(first, last, steps)
+  print(f"  {'traced':10s} {median:7.2f} ({largest:7.2f})")
 
 
 if __name__ == "__main__":

@@ -105,7 +105,6 @@ def profile(ctas: int, rows: int, cols: int, trace_dir: str):
   """Each scope's time a tile, the median over the CTAs and the steps' tiles (the profiler's
   own cost included), and a step's traced span."""
   import os
-  import statistics
   os.makedirs(trace_dir, exist_ok=True)
   steps = 3
   fn, xb = launch(ctas, rows, cols, steps, trace_dir)
@@ -113,12 +112,10 @@ def profile(ctas: int, rows: int, cols: int, trace_dir: str):
   spans, first, last = hopper.trace_spans(trace_dir)
   print(f"profile of {steps} steps, {ctas} CTAs of {rows // T} tiles ({FLAGS.work}, x "
         f"{FLAGS.x}): us a tile, median (largest) over CTAs and tiles")
-  for name in SCOPES:
-    v = [t for (c, n), ts in spans.items() if n == name for t in ts]
-    if v:
-      print(f"  {name:9s} {statistics.median(v):7.3f} ({max(v):7.3f})")
-  span = [(last[c] - first[c]) / steps for c in first]
-  print(f"  {'step':9s} {statistics.median(span):7.2f} ({max(span):7.2f}) traced")
+  for name, median, largest in hopper.scope_times(spans, SCOPES):
+    print(f"  {name:9s} {median:7.3f} ({largest:7.3f})")
+  median, largest = hopper.traced_span(first, last, steps)
+  print(f"  {'step':9s} {median:7.2f} ({largest:7.2f}) traced")
 
 
 if __name__ == "__main__":
