@@ -70,6 +70,11 @@ def notice(what: str, version: str) -> str:
           "jax-triton's kernels, for the MLP family); docs/design/backends.md")
 
 
+def forbidden(error: Exception) -> bool:
+  """Whether ``error`` is a Triton lowering that ``triton_forbidden`` stopped (jax's text)."""
+  return isinstance(error, ValueError) and "Pallas Triton backend is deprecated" in str(error)
+
+
 @contextlib.contextmanager
 def triton_forbidden():
   """Within: a Pallas Triton lowering raises (jax's own ValueError, the deprecation's text)

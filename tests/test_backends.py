@@ -154,6 +154,8 @@ print("lowered", "mosaic_gpu" in text, "triton" in text)
   assert "fusion xla xla (no Pallas Triton backend)" in lines
   assert "mosaic epoch cluster kernel" in lines
   assert "lowered True False" in lines
+
+
 def _lower_a_triton_kernel():
   x = jax.ShapeDtypeStruct((64, 32), jnp.float32)
   w = jax.ShapeDtypeStruct((32, 16), jnp.float32)
@@ -166,8 +168,9 @@ def test_the_guard_turns_a_triton_lowering_into_an_error():
   """Inside ``triton_forbidden`` a Triton lowering raises jax's own error; after it, the
   deprecation is a warning again."""
   with backends.triton_forbidden():
-    with pytest.raises(ValueError, match="Pallas Triton backend is deprecated"):
+    with pytest.raises(ValueError, match="Pallas Triton backend is deprecated") as e:
       _lower_a_triton_kernel()
+  assert backends.forbidden(e.value) and not backends.forbidden(ValueError("other"))
   with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     try:
