@@ -2,12 +2,9 @@
 step (Pallas Mosaic GPU, Hopper): a cluster of two CTAs a member, each CTA half its units.
 
 Now (2026-11-29, an H200, jax 0.11.2): ``experiments.check_kernels --only=stream_population``
-passed (one draw of 24 short: 1.6e-5 from float64 over 20 steps, bound 1e-5), but 64 members
-trained at 0.98x xla's speed (186 us a step) where its walks alone took 34.4 us and its output
-layer alone 34.9, so no path of the library takes it (docs/design/populations.md). Since those
-runs the output layer holds one class's (64,) rows at a time in registers, not all ten (the
-softmax passes over the classes, the logits in shared memory): the same arithmetic in the same
-order, not yet run on a GPU.
+passes (every member within 2.4e-7 of float64 where xla's float32 was 4.8e-8 to 2.9e-7), and 64
+members train at 1.26x xla's speed (145 us a step), 8 at 0.61x, so no path of the library takes
+it yet (docs/design/populations.md: the whole kernel spills registers where its halves do not).
 
 Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each member's W0 in
 shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64
@@ -27,7 +24,8 @@ copies); for each tile and block:
             the launch's first step
   update    the tile less lr dW0^T / 255, stored back to where it came from
   forward   z^T += W0^T[block, k] x_s[:, k]^T, the updated tile's three parts taken from
-            registers (the tensor cores' A operand): no part is stored
+            registers (the tensor cores' A operand; no part is stored), in an accumulator of
+            the tile's own, added to z^T in float32
 
 Then (CUDA cores, float32) h = relu(z / 255), each warpgroup's partial logits (a class a row),
 the cluster's added in CTA and warpgroup order after a barrier of the two warpgroups and a
@@ -61,7 +59,7 @@ T = 64  # A block's units, a tile's inputs, the batch: wgmma's M, K and N
 BLOCKS = 2  # Blocks of units a CTA
 ROWS = 16  # The small rows: b1 by class (each broadcast over 64 lanes), then the learning rate
 ROW_LR = CLASSES
-# Whether it is a path of the library: not while it is slower than xla's population.
+# Whether it is a path of the library: not while slower than xla's population or the cluster path.
 FASTER_THAN_XLA = False
 # mbarriers, a warpgroup's: by slot, W0^T's tile and x's two tiles (last step's, this step's);
 # the step's one-hot labels; then the first W1 rows, and each warpgroup's small rows
@@ -81,7 +79,8 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
   if why := common.sgd_float32_problem(optimizer, dtype):
     return why
   if not FASTER_THAN_XLA:
-    return "it is slower than xla's population (0.98x at 64 members on an H200): not a path yet"
+    return ("it is slower than xla's population at 8 members and than a cluster a member at 64 "
+            "(0.61x and 1.26x xla on an H200): not a path yet")
   return None
 
 
@@ -127,7 +126,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     def run(acc):
       for i in (2, 1, 0):
         plgpu.wgmma(acc, dz.at[i, g], xk.at[g, slot, 0])
-      plgpu.wgmma_wait(0)  # (the last forward products too: their registers are reused)
+      plgpu.wgmma_wait(0)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
 
@@ -145,31 +144,40 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   sync()  # (the tensor cores read them)
   plgpu.barrier_wait(mb.at[MB_INIT])
   plgpu.barrier_wait(mb.at[MB_INIT + 1 + g])
-  lr_tile = cols_of(_load(small.at[g, ROW_LR], by_col))  # The member's lr everywhere
-  lr_units = _load(small.at[g, ROW_LR], by_row)
+  # The member's learning rate, one register: a (64, 64) tile of it would hold 16 or more a
+  # thread through the whole kernel, and ptxas spilled the walks' registers with it (2026-11-29)
+  lr = small[g, ROW_LR, 0]
 
-  def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns the block's z^T (x 255)
+  def forward(w, slot):  # The tile's term of z^T = W0^T x_s^T over w's three parts, in an
+    # accumulator of its own: the tensor cores round each sum of 16 products toward zero, so a
+    # chain over the walk's 156 sums was about 6 times as far from float64 as float32's sums,
+    # over a tile's 12 and then float32's adds about 5 times closer (docs/design/populations.md)
     def run(acc):
-      fetch(s, 0, 0)
-      for k in range(TILES):
-        slot = k % 2
-        if k + 1 < TILES:  # Tile k + 1 into the other slot, once tile k - 1 is done with it:
-          plgpu.wgmma_wait(0)  # its forward products have read x's tile,
-          plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # its store has read W0^T's
-          fetch(s, k + 1, 1 - slot)
-        for j in range(3):
-          plgpu.barrier_wait(bar(MB_TILE + 3 * slot + j))
-        w = _load(wbuf.at[slot, g], wgmma_layout)
-        w = w - lr_tile * (gradient(slot) * (1.0 / 255.0))
-        _store(wbuf.at[slot, g], w)
-        for part_ in reversed(split3_in_kernel(w, ptx=True)):
-          plgpu.wgmma(acc, part_, xk.at[g, slot, 1].transpose((1, 0)))
-        sync()  # The new tile visible to the copy
-        plgpu.copy_smem_to_gmem(wbuf.at[slot, g], tile(w0t_out, k))
+      for part_ in reversed(split3_in_kernel(w, ptx=True)):
+        plgpu.wgmma(acc, part_, xk.at[g, slot, 1].transpose((1, 0)))
       plgpu.wgmma_wait(0)
-      plgpu.wait_smem_to_gmem(0)  # Every tile out before the next walk reads them
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
+
+  def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns the block's z^T (x 255)
+    fetch(s, 0, 0)
+    z = None
+    for k in range(TILES):
+      slot = k % 2
+      if k + 1 < TILES:  # Tile k + 1 into the other slot, once tile k - 1 is done with it
+        plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # (its store has read W0^T's tile)
+        fetch(s, k + 1, 1 - slot)
+      for j in range(3):
+        plgpu.barrier_wait(bar(MB_TILE + 3 * slot + j))
+      w = _load(wbuf.at[slot, g], wgmma_layout)
+      w = w - lr * (gradient(slot) * (1.0 / 255.0))
+      _store(wbuf.at[slot, g], w)
+      sync()  # The new tile visible to the copy (which runs beside the forward products)
+      plgpu.copy_smem_to_gmem(wbuf.at[slot, g], tile(w0t_out, k))
+      term = forward(w, slot)
+      z = term if z is None else z + term
+    plgpu.wait_smem_to_gmem(0)  # Every tile out before the next walk reads them
+    return z
 
   def cluster_fence():  # Stores before the arrival, and reads after the wait, ordered at the
     # cluster's scope (the cluster barrier's mbarrier orders them at the CTA's only)
@@ -199,25 +207,30 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       plgpu.barrier_arrive(peer_in)
     pl.when(g == 1)(lambda: plgpu.barrier_wait(peer_in))
 
+  def classes(body, init, start=0):  # A loop over the classes (unrolled, ptxas held several
+    # classes' rows at once and spilled)
+    return lax.fori_loop(start, CLASSES, body, init)
+
   def outputs(s, z):  # Step s's logits, loss, backward into dz, W1 and b1
     parity = lax.rem(s, 2)
     plgpu.copy_gmem_to_smem(labels_in.at[data, s], labels.at[g], bar(MB_LABELS))
-    z = z * (1.0 / 255.0)
-    hb = jnp.maximum(z, 0.0)
+    hb = jnp.maximum(z * (1.0 / 255.0), 0.0)  # (z dies here: hb > 0 where z > 0)
     # This warpgroup's partial logits. A sum over the units (rows) crosses the warpgroup's warps
     # through a scratch memory that both warpgroups' code addresses the same way, so the second
     # sums only once the first is done.
     with jax.named_scope("sums"):
       pl.when(g == 1)(lambda: plgpu.barrier_wait(sums_done))
-      for k in range(CLASSES):
+      def partial_logits(k, carry):
         part.at[parity, g, k][...] = jnp.sum(hb * rows_of(_load(w1s.at[g, k], by_row)), axis=0)
+        return carry
+      classes(partial_logits, None)
       pl.when(g == 0)(lambda: plgpu.barrier_arrive(sums_done))
       sync()
     with jax.named_scope("exchange"):
       exchange(parity)
     # A class's (64,) row of the batch is 16 registers a thread in this layout: the classes'
     # logits, exponentials and gradients side by side would be hundreds, so each pass below
-    # holds one class's at a time and the logits wait in shared memory.
+    # holds one class's at a time (a loop, not unrolled) and the logits wait in shared memory.
     logit = lambda k: _load(logits.at[g, k], by_col)
     label = lambda k: _load(labels.at[g, k], by_col)
     with jax.named_scope("softmax"):
@@ -227,14 +240,13 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
                  for half in range(2) for wg in range(2)]
         logits.at[g, k][...] = functools.reduce(jnp.add, terms) + _load(small.at[g, k], by_col)
       sync()
-      top = logit(0)
-      for k in range(1, CLASSES):
-        top = jnp.maximum(top, logit(k))
+      top = classes(lambda k, top: jnp.maximum(top, logit(k)), logit(0), start=1)
       plgpu.barrier_wait(bar(MB_LABELS))
-      total, picked = jnp.exp(logit(0) - top), label(0) * logit(0)
-      for k in range(1, CLASSES):  # (in class order, as the reference's sums)
-        total = total + jnp.exp(logit(k) - top)
-        picked = picked + label(k) * logit(k)
+
+      def sums(k, carry):  # (in class order, as the reference's sums)
+        total, picked = carry
+        return total + jnp.exp(logit(k) - top), picked + label(k) * logit(k)
+      total, picked = classes(sums, (jnp.exp(logit(0) - top), label(0) * logit(0)), start=1)
 
       @pl.when(jnp.logical_and(h == 0, g == 0))
       def _():
@@ -247,16 +259,16 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     with jax.named_scope("backward"):  # Class by class: its dL/dlogits row, its term of
       # dz^T = [z > 0] W1 dL/dlogits^T, then its W1 row and b1 (after their use; each b1 row's
       # 64 lanes the same: a sum over the batch each)
-      dh = None
-      for k in range(CLASSES):
+      def backward(k, dh):
         dl = (jnp.exp(logit(k) - top) / total - label(k)) * (1.0 / BATCH)
         w1k = _load(w1s.at[g, k], by_row)
-        term = rows_of(w1k) * cols_of(dl)
-        dh = term if dh is None else dh + term
-        w1s.at[g, k][...] = w1k - lr_units * jnp.sum(hb * cols_of(dl), axis=1)
+        dh = dh + rows_of(w1k) * cols_of(dl)
+        w1s.at[g, k][...] = w1k - lr * jnp.sum(hb * cols_of(dl), axis=1)
         small.at[g, k][...] = (_load(small.at[g, k], by_row)
-                               - lr_units * jnp.sum(cols_of(dl), axis=1))
-      for i, p in enumerate(split3_in_kernel(jnp.where(z > 0.0, dh, 0.0), ptx=True)):
+                               - lr * jnp.sum(cols_of(dl), axis=1))
+        return dh
+      dh = classes(backward, plgpu.layout_cast(jnp.zeros((T, T), f32), wgmma_layout))
+      for i, p in enumerate(split3_in_kernel(jnp.where(hb > 0.0, dh, 0.0), ptx=True)):
         dz.at[i, g][...] = p
       sync()  # dz's parts before the tensor cores read them
 
