@@ -149,9 +149,10 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   lr = small[g, ROW_LR, 0]
 
   def forward(w, slot):  # The tile's term of z^T = W0^T x_s^T over w's three parts, in an
-    # accumulator of its own: the tensor cores round each sum of 16 products toward zero, so a
-    # chain over the walk's 156 sums was about 6 times as far from float64 as float32's sums,
-    # over a tile's 12 and then float32's adds about 5 times closer (docs/design/populations.md)
+    # accumulator of its own: the tensor cores round each sum of 16 products toward zero. One
+    # accumulator over the walk's 156 sums failed the checks; in a numpy model of the rounding
+    # it is 6x as far from float64 as float32's own sums, a tile's 12 then float32's adds 5x
+    # closer than they (docs/design/populations.md)
     def run(acc):
       for part_ in reversed(split3_in_kernel(w, ptx=True)):
         plgpu.wgmma(acc, part_, xk.at[g, slot, 1].transpose((1, 0)))
