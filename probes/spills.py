@@ -1,0 +1,96 @@
+"""Where a Mosaic GPU kernel's register spills sit, read on any machine from the PTX that
+``MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_TO=dir`` wrote on the GPU: ptxas assembles it for
+sm_90a, cuobjdump lists its SASS, and the spill stores and loads (STL, LDL) are counted by how
+many tensor-core products (HGMMA) come before them, which places them in a kernel's walk of
+tiles. ptxas and cuobjdump: the ones an installed triton wheel carries
+(``triton/backends/nvidia/bin``), or ``--bin``.
+
+  python -m probes.spills --ptx=/path/to/anonymous_0.ptx
+
+The PTX's ISA version is lowered to what that ptxas reads (the device's newer ptxas may
+allocate a little differently: 256 / 852 spilled bytes here against 316 / 1172 there for the
+same PTX, 2026-11-29).
+"""
+
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():  # (at run time only: a test imports this module's functions)
+  flags.DEFINE_string("ptx", None, "The kernel's PTX file.", required=True)
+  flags.DEFINE_string("bin", None, "A folder with ptxas and cuobjdump (default: triton's).")
+  flags.DEFINE_string("arch", "sm_90a", "The GPU architecture to assemble for.")
+
+
+def tools_folder() -> str:
+  """Where ptxas and cuobjdump are: --bin, else an installed triton's."""
+  if FLAGS.bin:
+    return FLAGS.bin
+  try:
+    import triton
+  except ImportError:
+    sys.exit("error: no --bin and no triton installed: give --bin=<folder with ptxas, cuobjdump>")
+  return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+
+
+def by_products(sass: str):
+  """(kind, products before it) for each STL and LDL of a SASS listing, in order."""
+  products, found = 0, []
+  for line in sass.splitlines():
+    if "HGMMA" in line:
+      products += 1
+    elif (m := re.search(r"\b(STL|LDL)(\.[A-Z0-9.]+)?\s", line)):
+      found.append((m.group(1), products))
+  return products, found
+
+
+def tally(found):
+  """How many spills of each kind follow each number of products: [(kind, products, n)], in
+  the order of the products."""
+  counts = collections.Counter(found)
+  return [(kind, at, counts[kind, at]) for kind, at in sorted(counts, key=lambda c: (c[1], c[0]))]
+
+
+def main(argv):
+  del argv
+  tools = tools_folder()
+  with open(FLAGS.ptx) as f:
+    ptx = f.read()
+  with tempfile.TemporaryDirectory() as tmp:
+    src, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+    for _ in range(2):  # As dumped, then at the ISA version this ptxas says it reads
+      with open(src, "w") as f:
+        f.write(ptx)
+      done = subprocess.run([os.path.join(tools, "ptxas"), f"-arch={FLAGS.arch}", "-v", src,
+                             "-o", cubin], capture_output=True, text=True)
+      newest = re.search(r"current version is '([\d.]+)'", done.stderr)
+      if done.returncode == 0 or not newest:
+        break
+      ptx = re.sub(r"^\.version \S+", f".version {newest.group(1)}", ptx, count=1, flags=re.M)
+    if done.returncode:
+      sys.exit(f"error: ptxas failed: {done.stderr.strip().splitlines()[-1]}")
+    report = done.stderr
+    sass = subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", cubin],
+                          capture_output=True, text=True, check=True).stdout
+  for line in report.splitlines():
+    if re.search(r"spill|Used \d+ registers|serializ", line):
+      print(line.strip())
+  products, found = by_products(sass)
+  print(f"{products} tensor-core products (HGMMA); "
+        f"{sum(k == 'STL' for k, _ in found)} spill stores, "
+        f"{sum(k == 'LDL' for k, _ in found)} spill loads; by the products before them:")
+  for kind, at, n in tally(found):
+    print(f"  {n:3d} {kind} after {at} products")
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

@@ -1,0 +1,24 @@
+"""probes.spills' reading of a SASS listing (ptxas and cuobjdump are not needed): spill stores
+and loads placed by the tensor-core products before them."""
+
+from probes import spills
+
+SASS = """
+        /*0010*/                   STL [R1+0x7c], R3 ;
+        /*0020*/                   STL.64 [R1+0xa8], R4 ;
+        /*0030*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], R24 ;
+        /*0040*/                   LDL R0, [R1+0x7c] ;
+        /*0050*/                   HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], R24, gsb0 ;
+        /*0060*/                   LDL.64 R138, [R1+0xa8] ;
+        /*0070*/                   LDL.LU R136, [R1+0x28] ;
+        /*0080*/                   STS [R2], R5 ;
+        /*0090*/                   LDS R6, [R2] ;
+        /*00a0*/                   STL [R1+0x28], R7 ;
+"""
+
+
+def test_spills_are_placed_by_the_products_before_them():
+  products, found = spills.by_products(SASS)
+  assert products == 2
+  assert found == [("STL", 0), ("STL", 0), ("LDL", 1), ("LDL", 2), ("LDL", 2), ("STL", 2)]
+  assert spills.tally(found) == [("STL", 0, 2), ("LDL", 1, 1), ("LDL", 2, 2), ("STL", 2, 1)]
