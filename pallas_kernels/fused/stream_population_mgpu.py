@@ -32,10 +32,10 @@ the cluster's added in CTA and warpgroup order after a barrier of the two warpgr
 cluster barrier (read from the peer's shared memory; every warpgroup the same bits), b1 (the
 logits kept in shared memory), the softmax's maximum and sums and the loss in passes over the
 classes; then class by class dL/dlogits, its term of dz^T and its W1 row and b1 updated; dz^T's
-parts for the next step's gradients. A launch of ``steps`` steps runs steps + 1 walks: the last applies the last
-step's gradient (its forward is dropped). Every member has its own learning rate and its own
-batches, or all members one set (``shared``). Nothing uses atomics: every run gives the same
-bits.
+parts for the next step's gradients. A launch of ``steps`` steps runs steps + 1 walks: the
+last applies the last step's gradient (its forward is dropped). Every member has its own
+learning rate and its own batches, or all members one set (``shared``). Nothing uses atomics:
+every run gives the same bits.
 """
 
 from __future__ import annotations
