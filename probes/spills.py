@@ -61,7 +61,12 @@ def tally(found):
 
 def main(argv):
   del argv
+  if not os.path.isfile(FLAGS.ptx):
+    sys.exit(f"error: --ptx {FLAGS.ptx}: no such file")
   tools = tools_folder()
+  for tool in ("ptxas", "cuobjdump"):
+    if not os.access(os.path.join(tools, tool), os.X_OK):
+      sys.exit(f"error: no {tool} in {tools}: give --bin=<folder with ptxas, cuobjdump>")
   with open(FLAGS.ptx) as f:
     ptx = f.read()
   with tempfile.TemporaryDirectory() as tmp:

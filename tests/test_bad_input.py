@@ -202,6 +202,9 @@ CASES = [
     ("probes.same_module", [], "give one of --save"),
     ("probes.same_module", ["--compare={out}/none.txt"], "no such file"),
     ("probes.same_module", ["--batch=100", "--save={out}/a"], "--batch must be 64 P rows"),
+    ("probes.spills", [], None),
+    ("probes.spills", ["--ptx={out}/none.ptx"], "none.ptx: no such file"),
+    ("probes.spills", ["--ptx=README.md", "--bin={out}"], "no ptxas in"),
 ]
 ABSL = ("FATAL Flags parsing error", "Pass --helpshort or --helpfull")
 
