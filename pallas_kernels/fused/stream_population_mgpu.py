@@ -123,13 +123,20 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       plgpu.copy_gmem_to_smem(x_in.at[data, at, :, pl.ds(k * T, T)], xk.at[g, slot, j],
                               bar(first + 1 + j))
 
-  def gradient(slot):  # dz[:, block]^T x_{s-1}[:, k] over dz's three parts: the tile's layout
+  def products(parts, b):  # a b over a's parts (``parts()``, the smallest first, made in the
+    # accumulator's scope) on the tensor cores, in an accumulator of its own: they round each
+    # sum of 16 products toward zero, so one accumulator over a walk's 156 sums failed the
+    # checks; in a numpy model of the rounding it is 6x as far from float64 as float32's own
+    # sums, and a tile's 12 then float32's adds 5x closer than they (docs/design/populations.md)
     def run(acc):
-      for i in (2, 1, 0):
-        plgpu.wgmma(acc, dz.at[i, g], xk.at[g, slot, 0])
+      for a in parts():
+        plgpu.wgmma(acc, a, b)
       plgpu.wgmma_wait(0)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
+
+  def gradient(slot):  # dz[:, block]^T x_{s-1}[:, k] over dz's three parts: the tile's layout
+    return products(lambda: [dz.at[i, g] for i in (2, 1, 0)], xk.at[g, slot, 0])
 
   def sync():  # The warpgroup's stores to shared memory before others read them
     plgpu.commit_smem()
@@ -149,17 +156,10 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   # thread through the whole kernel, and ptxas spilled the walks' registers with it (2026-11-29)
   lr = small[g, ROW_LR, 0]
 
-  def forward(w, slot):  # The tile's term of z^T = W0^T x_s^T over w's three parts, in an
-    # accumulator of its own: the tensor cores round each sum of 16 products toward zero. One
-    # accumulator over the walk's 156 sums failed the checks; in a numpy model of the rounding
-    # it is 6x as far from float64 as float32's own sums, a tile's 12 then float32's adds 5x
-    # closer than they (docs/design/populations.md)
-    def run(acc):
-      for part_ in reversed(split3_in_kernel(w, ptx=True)):
-        plgpu.wgmma(acc, part_, xk.at[g, slot, 1].transpose((1, 0)))
-      plgpu.wgmma_wait(0)
-      return acc[...]
-    return pl.run_scoped(run, plgpu.ACC((T, T), f32))
+  def forward(w, slot):  # The tile's term of z^T = W0^T x_s^T over w's three parts, taken
+    # from registers (added to z^T in float32 by the walk)
+    return products(lambda: reversed(split3_in_kernel(w, ptx=True)),
+                    xk.at[g, slot, 1].transpose((1, 0)))
 
   def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns the block's z^T (x 255)
     fetch(s, 0, 0)
