@@ -60,13 +60,11 @@ def trace_spans(trace_dir: str):
 def scope_times(spans, names):
   """(name, median, largest) of each scope of ``names`` that ``trace_spans``' spans hold, over
   every traced thread and occurrence."""
-  import statistics
   times = [(name, [t for (_, n), ts in spans.items() if n == name for t in ts]) for name in names]
   return [(name, statistics.median(v), max(v)) for name, v in times if v]
 
 
 def traced_span(first, last, count: int):
   """(median, largest) over the traced threads of their first-to-last span over ``count``."""
-  import statistics
   span = [(last[c] - first[c]) / count for c in first]
   return statistics.median(span), max(span)
