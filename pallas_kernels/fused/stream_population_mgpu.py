@@ -161,12 +161,11 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     return products(lambda: reversed(split3_in_kernel(w, ptx=True)),
                     xk.at[g, slot, 1].transpose((1, 0)))
 
-  def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns the block's z^T (x 255)
-    fetch(s, 0, 0)
-    z = None
-    for k in range(TILES):
-      slot = k % 2
-      if k + 1 < TILES:  # Tile k + 1 into the other slot, once tile k - 1 is done with it
+  def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns the block's z^T (x 255).
+    # A loop over pairs of tiles (each pair's slots 0 and 1, known when the code is built), not
+    # 13 tiles unrolled: ptxas held values of one tile across the next and spilled (2026-11-29)
+    def one(k, slot, z, prefetch):
+      if prefetch:  # Tile k + 1 into the other slot, once tile k - 1 is done with it
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # (its store has read W0^T's tile)
         fetch(s, k + 1, 1 - slot)
       for j in range(3):
@@ -176,8 +175,17 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       _store(wbuf.at[slot, g], w)
       sync()  # The new tile visible to the copy (which runs beside the forward products)
       plgpu.copy_smem_to_gmem(wbuf.at[slot, g], tile(w0t_out, k))
-      term = forward(w, slot)
-      z = term if z is None else z + term
+      return z + forward(w, slot)
+
+    def pair(i, z):
+      z = one(2 * i, 0, z, True)
+      return one(2 * i + 1, 1, z, True)
+
+    fetch(s, 0, 0)
+    z = plgpu.layout_cast(jnp.zeros((T, T), jnp.float32), wgmma_layout)
+    z = lax.fori_loop(0, TILES // 2, pair, z)
+    assert TILES % 2 == 1
+    z = one(TILES - 1, 0, z, False)  # (13 tiles: the last one alone)
     plgpu.wait_smem_to_gmem(0)  # Every tile out before the next walk reads them
     return z
 
