@@ -122,7 +122,7 @@ def test_epoch_gives_each_member_its_own_run(monkeypatch, members, sets, chunk):
 
 def test_population_refuses_the_stream_path_in_one_line(monkeypatch):
   """fusion="stream" says in one line why it cannot train: off Hopper; on Hopper (pretended)
-  while it is slower than xla's; another network."""
+  while it is slower than a cluster a member; another network."""
   from jaxshallow import population as pop
   from pallas_kernels.ops import dense_mgpu
   params = pop.init_params(lambda key: mlp.init_mlp(key, SIZES), [0, 1])
@@ -136,7 +136,7 @@ def test_population_refuses_the_stream_path_in_one_line(monkeypatch):
     run(params)
   assert "\n" not in str(e.value)
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
-  with pytest.raises(ValueError, match="it is slower than xla's population"):
+  with pytest.raises(ValueError, match="it is slower than a cluster a member"):
     run(params)
   with pytest.raises(ValueError, match="it takes batch 64, not 32"):
     run(params, batch_size=32)

@@ -156,8 +156,8 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     # a b (a and b transposed where ta, tb; a[h], b[h] halves of K) as the sum of the
     # products of their parts in PAIRS, on the tensor cores, each half's as soon as it is in,
     # in an accumulator of its own, the halves added in float32: the tensor cores round each
-    # sum toward zero, and one accumulator over both halves (96 sums) was 1.65e-7 from float64
-    # after a step where xla's float32 was 2.9e-8 (an H200, 2026-11-29)
+    # sum toward zero: on the same inputs one accumulator over both halves (96 sums) was 2.0e-7
+    # from float64 after a step, one a half 4.8e-8, xla's float32 3.0e-8 (an H200, 2026-11-29)
     def run(*accs):
       for h, acc in enumerate(accs):
         if fetched:

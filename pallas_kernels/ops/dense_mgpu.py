@@ -13,7 +13,7 @@ shared memory by TMA, several steps ahead; two compute warpgroups each own half 
 tile (tile_m x tile_n each, side by side in N) and accumulate with wgmma; the epilogue adds
 the bias and applies ReLU in registers and stores the tile through shared memory by TMA.
 float32 accuracy comes as 3xTF32: A and B given as (hi, lo) pairs (``split_tf32``), three
-wgmma a K step.
+wgmma a K step into an accumulator of their own, added to the tile's sum in float32.
 
 ``splits`` cuts K into equal runs, each its own tile of work, written as partial sums
 (splits, M, N) for the caller to add up in a fixed order: dW has few output tiles (784 x 256
@@ -146,12 +146,11 @@ def _kernel(*refs, tiles: Tiles, relu: bool, x3: bool, has_bias: bool):
 
       cols = pl.ds(ni * cta_n + wg * tile_n, tile_n)  # This warpgroup's columns of C.
 
-      def context(run_pipeline):
-        if bias_gmem is not None:  # Fetched while the products run.
+      def fetch_bias():  # Fetched while the products run.
+        if bias_gmem is not None:
           plgpu.copy_gmem_to_smem(bias_gmem.at[cols], bias_smem.at[wg], bias_arrived.at[wg])
-        zero = plgpu.layout_cast(jnp.zeros((tile_m, tile_n), jnp.float32),
-                                 plgpu.Layout.WGMMA)
-        acc = run_pipeline(zero)
+
+      def finish(acc):  # Bias, ReLU, the tile out
         if bias_gmem is not None:
           plgpu.barrier_wait(bias_arrived.at[wg])
           acc = acc + lax.broadcast_in_dim(bias_smem[wg], (tile_m, tile_n), [1])
@@ -164,16 +163,33 @@ def _kernel(*refs, tiles: Tiles, relu: bool, x3: bool, has_bias: bool):
             out_smem.at[wg],
             c_gmem.at[s, rows, cols])
 
-      def mma(_, *smem_and_acc):  # A K step's products in an accumulator of their own, added to
-        # the carry in float32: the tensor cores round each sum toward zero, and one accumulator
-        # over all of K (300 sums in 3xTF32 at K = 784) was 2.8e-6 to 7.5e-6 from float64
+      def context(run_pipeline):
+        if x3:  # The tile's sum in registers, each K step's products added to it
+          fetch_bias()
+          finish(run_pipeline(plgpu.layout_cast(jnp.zeros((tile_m, tile_n), jnp.float32),
+                                                plgpu.Layout.WGMMA)))
+          return
+
+        @functools.partial(pl.run_scoped, acc_ref=plgpu.ACC((tile_m, tile_n), jnp.float32))
+        def _acc(acc_ref):  # One accumulator over all of K
+          fetch_bias()
+          run_pipeline(acc_ref)
+          finish(acc_ref[...])
+
+      def mma(_, *smem_and_acc):
         *smem, acc = smem_and_acc
         bt = [r.at[pl.ds(wg * tile_n, tile_n)].transpose((1, 0)) for r in smem[n_in // 2:]]
+        if not x3:  # tf32 or bfloat16: one accumulator over K (their error is far larger)
+          plgpu.wgmma(acc, smem[0], bt[0])
+          plgpu.wgmma_wait(0)
+          return acc
 
-        def products(acc_ref):
-          if x3:  # hi lo + lo hi + hi hi: float32's accuracy from three TF32 products
-            plgpu.wgmma(acc_ref, smem[0], bt[1])
-            plgpu.wgmma(acc_ref, smem[1], bt[0])
+        def products(acc_ref):  # hi lo + lo hi + hi hi: float32's accuracy from three TF32
+          # products, in an accumulator of their own: the tensor cores round each sum toward
+          # zero, and one accumulator over all of K (300 sums at K = 784) was 5.8e-6 to 7.5e-6
+          # from float64 where this is 4.4e-7, XLA's float32 dot 5.0e-7 (an H200, 2026-11-29)
+          plgpu.wgmma(acc_ref, smem[0], bt[1])
+          plgpu.wgmma(acc_ref, smem[1], bt[0])
           plgpu.wgmma(acc_ref, smem[0], bt[0])
           plgpu.wgmma_wait(0)
           return acc_ref[...]
