@@ -2,11 +2,11 @@
 step (Pallas Mosaic GPU, Hopper): a cluster of two CTAs a member, each CTA half its units.
 
 Now (2026-11-29, an H200, jax 0.11.2): ``experiments.check_kernels --only=stream_population``
-passes (each member at most 1.6x as far from float64 as xla's float32 on its draw, off chaotic
-draws), and a step takes 69.5 us at 64 members (XLA 181.7) and 69.7 at 8 (XLA 56.5); in a
-population's run it is slower than a cluster a member (``cluster_mlp_mgpu``) at every size from
-8 to 512, so no path of the library takes it yet (docs/design/populations.md: the output layer
-is as long as the walk and follows it every step).
+passes (each member at most 1.7x as far from float64 as xla's float32 on its draw, off chaotic
+draws), and a step takes 65.0 us at 64 members (XLA 182.1) and 58.2 at 8 (XLA 55.0); in a
+population's run it is slower than a cluster a member (``cluster_mlp_mgpu``; at 64 members 77.2
+against 72.3 ms an epoch), so no path of the library takes it yet (docs/design/populations.md:
+the output layer follows the walk every step).
 
 Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each member's W0 in
 shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64
@@ -29,8 +29,10 @@ copies); for each tile and block:
             registers (the tensor cores' A operand; no part is stored), in an accumulator of
             the tile's own, added to z^T in float32
 
-Then (CUDA cores, float32) h = relu(z / 255), each warpgroup's partial logits (a class a row),
-the cluster's added in CTA and warpgroup order after a barrier of the two warpgroups and a
+Then h = relu(z / 255); each warpgroup's partial logits (a class a row) on the tensor cores,
+W1^T's parts (its classes as rows, padded to 64) by h^T's (in dz's buffer) over the six pairs
+of parts above float32's rounding; the rest on the CUDA cores in float32: the partial logits of
+the cluster added in CTA and warpgroup order after a barrier of the two warpgroups and a
 cluster barrier (read from the peer's shared memory; every warpgroup the same bits), b1 (the
 logits kept in shared memory), the softmax's maximum and sums and the loss in passes over the
 classes; then class by class dL/dlogits, its term of dz^T and its W1 row and b1 updated; dz^T's
@@ -69,6 +71,8 @@ FASTER_THAN_XLA = False
 MB_TILE, MB_LABELS, MB_WG = 0, 6, 7
 MB_INIT = 2 * MB_WG
 MBARRIERS = MB_INIT + 3
+# The partial logits' products of parts, the smallest first: the six above float32's rounding
+PAIRS = sorted(((i, j) for i in range(3) for j in range(3) if i + j <= 2), key=lambda p: -sum(p))
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -82,8 +86,8 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
   if why := common.sgd_float32_problem(optimizer, dtype):
     return why
   if not FASTER_THAN_XLA:
-    return ("it is slower than a cluster a member at every size from 8 to 512 members (64: "
-            "81.4 against 72.4 ms an epoch on an H200): not a path yet")
+    return ("it is slower than a cluster a member (64 members: 77.2 against 72.3 ms an epoch "
+            "on an H200): not a path yet")
   return None
 
 
@@ -95,7 +99,7 @@ def _swizzled():
 def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, logits, metrics, mb, parts_in, peer_in,
-            sums_done, cluster_bar,  # scratch
+            cluster_bar,  # scratch
             *, steps: int, shared: bool, parts: str):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
@@ -227,16 +231,34 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     parity = lax.rem(s, 2)
     plgpu.copy_gmem_to_smem(labels_in.at[data, s], labels.at[g], bar(MB_LABELS))
     hb = jnp.maximum(z * (1.0 / 255.0), 0.0)  # (z dies here: hb > 0 where z > 0)
-    # This warpgroup's partial logits. A sum over the units (rows) crosses the warpgroup's warps
-    # through a scratch memory that both warpgroups' code addresses the same way, so the second
-    # sums only once the first is done.
+    # This warpgroup's partial logits on the tensor cores: W1^T (its classes as rows, padded to
+    # wgmma's 64, in a W0 slot: the walk is done with them) by h^T (units by batch, its three
+    # parts in dz's buffer: the walk has read dz), over PAIRS of parts. A sum over the units on
+    # the CUDA cores crosses the warps through a scratch memory, class by class, and took a
+    # quarter of the step (docs/design/populations.md).
     with jax.named_scope("sums"):
-      pl.when(g == 1)(lambda: plgpu.barrier_wait(sums_done))
+      w1t, sums = wbuf.at[0, g], wbuf.at[1, g]  # (rows past the classes: what the slot held)
+      def w1_row(k, carry):
+        w1t.at[k][...] = _load(w1s.at[g, k], by_col)
+        return carry
+      classes(w1_row, None)
+      for i, p in enumerate(split3_in_kernel(hb, ptx=True)):
+        dz.at[i, g][...] = p
+      sync()  # (W1^T's rows read by other threads, h's parts by the tensor cores)
+
+      def run(acc):
+        w_parts = split3_in_kernel(_load(w1t, wgmma_layout), ptx=True)
+        for i, j in PAIRS:
+          plgpu.wgmma(acc, w_parts[i], dz.at[j, g])
+        plgpu.wgmma_wait(0)
+        return acc[...]
+      _store(sums, pl.run_scoped(run, plgpu.ACC((T, T), f32)))
+      sync()
+
       def partial_logits(k, carry):
-        part.at[parity, g, k][...] = jnp.sum(hb * rows_of(_load(w1s.at[g, k], by_row)), axis=0)
+        part.at[parity, g, k][...] = _load(sums.at[k], by_col)
         return carry
       classes(partial_logits, None)
-      pl.when(g == 0)(lambda: plgpu.barrier_arrive(sums_done))
       sync()
     with jax.named_scope("exchange"):
       exchange(parity)
@@ -337,7 +359,6 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
           plgpu.Barrier(num_barriers=MBARRIERS),
           plgpu.Barrier(num_arrivals=2),  # both warpgroups' partial logits stored
           plgpu.Barrier(),  # the peer CTA's in (the first warpgroup met it)
-          plgpu.Barrier(),  # the first warpgroup's sums over units done (their scratch free)
           plgpu.ClusterBarrier(collective_axes=("half",), num_barriers=2),
       ])
 
