@@ -8,20 +8,18 @@ picks, among the paths that can, the one to take, and says why in one line. The 
             per iteration of a ``lax.scan``: any network, any optimizer
   step      the CNN's step kernels (``jaxshallow.fused.step``): a step of Pallas kernels alone
   epoch     the MLP family's whole epoch in one launch (``jaxshallow.fused.epoch``): on a Hopper
-            GPU thread-block clusters where a cluster kernel takes the network
-            (``cluster_mlp_mgpu``: a cluster per 256 hidden units, up to 7;
-            ``cluster_epoch_mgpu``), a phase kernel (``grid_regression_mgpu``: 32-256-256-1;
-            ``tile_regression_mgpu``: 32-256-1024-256-1)
-            or one CTA (``logreg_mgpu``: softmax regression), else a grid of programs meeting
-            at grid barriers (``mlp_epoch``)
+            GPU clusters (``cluster_mlp_mgpu``, ``cluster_epoch_mgpu``), a phase kernel
+            (``grid_regression_mgpu``, ``tile_regression_mgpu``, ``tile_mlp_mgpu``) or one CTA
+            (``logreg_mgpu``), else a grid of programs at grid barriers (``mlp_epoch``)
   xla       no Pallas kernel: the xla impl's step, where every Pallas path measured slower
             than XLA on this network (``MEASURED``), so that the default is never slower
 
 (inside the op kernels, per layer, ``ops.dense_on_hopper`` and ``ops.fused_head`` pick the
-kernels). A population (``jaxshallow.population``) takes, on Hopper, a cluster kernel a member for
-the reference MLP (a CTA a member for softmax regression), else its own step kernels or the op
-kernels under ``vmap``. Each rule below was measured on an H100; docs/design/ has the figures.
-Where this jax has no Pallas Triton backend (``backends``), xla's path replaces a Triton one.
+kernels). A population (``jaxshallow.population``) takes, on Hopper, the streamed population
+kernel for the reference MLP where each device trains a multiple of 64 members, else a cluster
+kernel a member (a CTA a member for softmax regression), else its own step kernels or the op
+kernels under ``vmap``. Each rule below was measured (docs/design/ has the figures). Where this
+jax has no Pallas Triton backend (``backends``), xla's path replaces a Triton one.
 """
 
 from __future__ import annotations
@@ -29,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 from typing import NamedTuple
+
+import jax
 
 from jaxshallow import backends, synthetic
 from jaxshallow.fused import epoch as fused_epoch, population as fused_population
@@ -38,9 +38,7 @@ log = logging.getLogger("jaxshallow")
 
 
 class Path(NamedTuple):
-  # What train.train_epoch's ``fusion`` takes: "ops", "step", "epoch" or "xla"; for a
-  # population (population.train_epoch) also "cluster".
-  fusion: str
+  fusion: str  # train_epoch's: ops, step, epoch or xla; a population's also cluster or stream
   why: str  # One line: why this path (empty where it is the model's own default).
 
 
@@ -70,25 +68,19 @@ OPS_FASTER_ABOVE = 3.5e5
 # Mosaic GPU epoch kernel (``backends.MOSAIC_EPOCH_KERNELS``) takes the network (Hopper), else
 # xla.
 MEASURED = {
-    # The epoch kernels over the work rule's limit: on Hopper 784-1024-10 takes the cluster
-    # kernel (4 clusters, 3.96x; the rule judges only the grid kernel), elsewhere the grid
-    # kernel with split products (mlp_epoch.tiles_for), 1.55x on the H100; 784-256-1024-256-10
-    # on Hopper the tile kernel (tile_mlp_mgpu, 132 CTAs), elsewhere the grid kernel, 1.56x
-    # (2026-11-27, without --alternatives; the op kernels measured 0.63x and 0.69x on
-    # 2026-11-26).
+    # Over the work rule's limit: 784-1024-10 on Hopper the cluster kernel (3.96x), elsewhere
+    # the grid kernel's split products, 1.55x (H100); 784-256-1024-256-10 on Hopper the tile
+    # kernel, elsewhere the grid kernel, 1.56x (the op kernels 0.63x and 0.69x, 2026-11-26).
     ((784, 1024, 10), 64, "sgd", "float32"): "epoch",
     ((784, 256, 1024, 256, 10), 64, "sgd", "float32"): "epoch",
-    # 784-2048-10: the cluster kernel without clusters on Hopper (8 groups of 256 units, more
-    # than an H100 holds clusters; cluster_mlp_mgpu._flat), elsewhere xla (the op kernels
-    # 0.85x, the grid kernel 0.55x, 2026-11-26).
+    # 784-2048-10: the cluster kernel without clusters on Hopper (cluster_mlp_mgpu._flat),
+    # elsewhere xla (the op kernels 0.85x, the grid kernel 0.55x, 2026-11-26).
     ((784, 2048, 10), 64, "sgd", "float32"): "mosaic",
     # 32-256-256-1: the phase kernel on Hopper (grid_regression_mgpu), 1.73x on an H200
-    # (2026-11-28, docs/bench/2026-11-28e_phase_kernel); elsewhere xla (the grid kernel 0.70x,
-    # the op kernels 0.42x, 2026-11-26).
+    # (2026-11-28); elsewhere xla (the grid kernel 0.70x, the op kernels 0.42x, 2026-11-26).
     ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "mosaic",
-    # 32-256-1024-256-1: xla everywhere; its epoch path on Hopper, the tile kernel
-    # (tile_regression_mgpu, 128 CTAs), measured level with it on an H200 (1.01x, 2026-11-28,
-    # docs/bench/2026-11-28g_tile_kernel); the op kernels 0.37x, the grid kernel 0.20x.
+    # 32-256-1024-256-1: xla everywhere; the tile kernel on Hopper (tile_regression_mgpu) was
+    # level with it on an H200 (1.01x, 2026-11-28); the op kernels 0.37x, the grid kernel 0.20x.
     ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "xla",
 }
 
@@ -236,33 +228,41 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
   if (head == "xent" and cluster_mlp_mgpu.lowers() is None
       and cluster_mlp_mgpu.problem(widths, batch_size, wide=True, **net) is None):
     return "cluster_mlp"
-  # Softmax regression's one-CTA kernel trained faster than the grid kernel at every precision on
-  # the H100 (ms an epoch, float32 4.53 against 5.07, tf32 4.41 against 4.99, bfloat16 3.96
-  # against 4.90; docs/design/cluster_kernels.md).
+  # Softmax regression's one-CTA kernel trained faster than the grid kernel at every precision
+  # on the H100 (float32 4.53 against 5.07 ms an epoch; docs/design/cluster_kernels.md).
   if head == "xent" and logreg_mgpu.problem(widths, batch_size, **net) is None:
     return "logreg"
   return "grid"
 
 
 # Below this many members a device the op kernels under vmap trained a population faster than
-# the population step kernels, whose programs each own a column block of one member's W0 and so
-# leave most SMs idle (docs/design/populations.md).
+# the population step kernels, whose programs leave most SMs idle (docs/design/populations.md).
 STEP_KERNELS_FROM = 32
 
 
 def population(cfg, per_device: int) -> Path:
   """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: on a Hopper
-  GPU, for the reference MLP, a cluster a member (``fusion="cluster"``, the single network's
-  epoch kernel; for softmax regression a CTA a member); else the population step kernels
-  (``fusion="step"``) where they fit and from ``STEP_KERNELS_FROM`` members a device (the CNN:
-  its own step kernels under vmap, where they can train it), else the op kernels under vmap.
-  ``--fusion=ops`` asks for the op kernels,
-  ``--fusion=step`` for the step kernels at any size, ``--fusion=epoch`` for the cluster kernel
-  where it can train the population (else the step kernels)."""
+  GPU, for the reference MLP, the streamed kernel (``"stream"``) on one GPU in whole launches of
+  64 members (float32, jax 0.11), else a cluster a member (``"cluster"``; for softmax regression
+  a CTA a member); else the population step kernels (``"step"``) where they fit and from
+  ``STEP_KERNELS_FROM`` members a device (the CNN: its own step kernels under vmap), else the op
+  kernels under vmap. ``--fusion=ops`` asks for the op kernels, ``--fusion=step`` for the step
+  kernels at any size, ``--fusion=epoch`` for the streamed or the cluster kernel where they can
+  train the population (else the step kernels)."""
   if backends.triton_state() != "removed":
     return _population(cfg, per_device)
   return _without_triton(cfg, fused_population.cluster_problem(  # A cluster (CTA) a member
       cfg.model, widths(cfg), cfg.optimizer, cfg.batch_size, bool(cfg.bias)) is None and "cluster")
+
+
+# The streamed population kernel beat a cluster a member on one GPU in whole launches (an H200,
+# jax 0.11.2, ms an epoch: 64 members 66.4 against 71.5, 128 131.5 against 142.0), not below
+# (32: 61.6 against 37.6; docs/design/populations.md); not yet run on several GPUs.
+def _streams(cfg, w, per_device: int) -> bool:
+  whole = per_device % fused_population.STREAM_CHUNK == 0 and cfg.precision == "float32"
+  return (whole and (cfg.devices == 1 or jax.device_count() == 1)
+          and fused_population.stream_problem(cfg.model, w, cfg.optimizer, cfg.batch_size,
+                                              bool(cfg.bias)) is None)
 
 
 def _population(cfg, per_device: int) -> Path:
@@ -273,7 +273,7 @@ def _population(cfg, per_device: int) -> Path:
     why = fused_population.cluster_problem(cfg.model, w, cfg.optimizer, cfg.batch_size,
                                            bool(cfg.bias))
     if why is None:
-      return Path("cluster", "")
+      return Path("stream" if _streams(cfg, w, per_device) else "cluster", "")
     if cfg.fusion == "epoch":
       log.warning("the cluster kernel cannot train this population (%s): trying the "
                   "population step kernels", why)

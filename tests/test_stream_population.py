@@ -122,8 +122,9 @@ def test_epoch_gives_each_member_its_own_run(monkeypatch, members, sets, chunk):
 
 def test_population_refuses_the_stream_path_in_one_line(monkeypatch):
   """fusion="stream" says in one line why it cannot train: off Hopper; on Hopper (pretended)
-  while it is slower than a cluster a member; another network."""
+  with a jax it was not checked with on a GPU; another batch; another network."""
   from jaxshallow import population as pop
+  from pallas_kernels.fused import stream_population_mgpu
   from pallas_kernels.ops import dense_mgpu
   params = pop.init_params(lambda key: mlp.init_mlp(key, SIZES), [0, 1])
   images, labels = np.zeros((70, 28, 28), np.uint8), np.zeros(70, np.int32)
@@ -136,10 +137,31 @@ def test_population_refuses_the_stream_path_in_one_line(monkeypatch):
     run(params)
   assert "\n" not in str(e.value)
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
-  with pytest.raises(ValueError, match="it is slower than a cluster a member"):
+  monkeypatch.setattr(stream_population_mgpu, "CHECKED", ((0, 1),))
+  with pytest.raises(ValueError, match=f"checked on a GPU with jax 0.1, not {jax.__version__}"):
     run(params)
+  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
+  monkeypatch.setattr(stream_population_mgpu, "CHECKED", (version,))
   with pytest.raises(ValueError, match="it takes batch 64, not 32"):
     run(params, batch_size=32)
   wide = pop.init_params(lambda key: mlp.init_mlp(key, (784, 512, 10)), [0, 1])
   with pytest.raises(ValueError, match="it trains 784-256-10, not 784-512-10"):
     run(wide)
+
+
+def test_batches_pad_the_images_once():
+  """batches pads the images (b0's input 255, zeros to 832) before gathering their rows: the
+  same pixels as padding each gathered row, and the one-hot labels a class a row."""
+  rng = np.random.default_rng(3)
+  x = rng.integers(0, 256, (200, 784), dtype=np.uint8)
+  labels = rng.integers(0, 10, 200).astype(np.int32)
+  orders = np.stack([rng.permutation(200) for _ in range(3)]).astype(np.int32)
+  xs, onehot = k.batches(jnp.asarray(x), jnp.asarray(labels), jnp.asarray(orders), steps=2)
+  idx = orders[:, :2 * k.BATCH]
+  want = np.zeros((3, 2 * k.BATCH, k.INPUTS), np.float32)
+  want[:, :, :784], want[:, :, 784] = x[idx], 255
+  assert xs.dtype == jnp.bfloat16 and xs.shape == (3, 2, k.BATCH, k.INPUTS)
+  np.testing.assert_array_equal(np.asarray(xs, np.float32).reshape(want.shape), want)
+  assert onehot.shape == (3, 2, k.ROWS, k.BATCH)
+  np.testing.assert_array_equal(np.argmax(np.asarray(onehot), axis=2).reshape(3, -1),
+                                labels[idx])

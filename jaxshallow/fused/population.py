@@ -9,8 +9,8 @@
   (``cluster_mlp_mgpu``, Hopper), a thread-block cluster a member, in one launch; softmax
   regression's through its one-CTA kernel (``logreg_mgpu``), a CTA a member.
 - ``train_epoch_stream``: every member's epoch through the kernel that streams the members'
-  weights from global memory every step (``stream_population_mgpu``, Hopper; slower than a cluster
-  a member, so ``stream_problem`` refuses it everywhere but with its twin).
+  weights from global memory every step (``stream_population_mgpu``, Hopper), in launches of
+  ``STREAM_CHUNK`` members: faster than a cluster a member where they fill whole launches.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@ step (Pallas Mosaic GPU, Hopper): a cluster of two CTAs a member, each CTA half 
 
 Now (2026-11-29, an H200, jax 0.11.2): ``experiments.check_kernels --only=stream_population``
 passes (each member at most 1.7x as far from float64 as xla's float32 on its draw, off chaotic
-draws), and a step takes 65.0 us at 64 members (XLA 182.1) and 58.2 at 8 (XLA 55.0); in a
-population's run it is slower than a cluster a member (``cluster_mlp_mgpu``; at 64 members 77.2
-against 72.3 ms an epoch), so no path of the library takes it yet (docs/design/populations.md:
-the output layer follows the walk every step).
+draws); a step takes 65.0 us at 64 members (XLA 182.1) and 58.2 at 8 (XLA 55.0); a population's
+epoch at 64 members 66.4 ms against a cluster a member's 71.5 (``cluster_mlp_mgpu``) and xla's
+148.3, at 128 members 131.5 against 142.0 and 259.4, at 32 61.6 against 37.6: the path
+(``jaxshallow.paths.population``) for a multiple of 64 members on one GPU with jax 0.11
+(docs/design/populations.md).
 
 Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each member's W0 in
 shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64
@@ -63,9 +64,8 @@ T = 64  # A block's units, a tile's inputs, the batch: wgmma's M, K and N
 BLOCKS = 2  # Blocks of units a CTA
 ROWS = 16  # The small rows: b1 by class (each broadcast over 64 lanes), then the learning rate
 ROW_LR = CLASSES
-# Whether it is a path of the library: not while slower than xla's population or than a cluster a
-# member (the name says xla; it means every other path).
-FASTER_THAN_XLA = False
+# The jax versions it was checked with on a GPU (experiments.check_kernels --only=stream_population)
+CHECKED = ((0, 11),)
 # mbarriers, a warpgroup's: by slot, W0^T's tile and x's two tiles (last step's, this step's);
 # the step's one-hot labels; then the first W1 rows, and each warpgroup's small rows
 MB_TILE, MB_LABELS, MB_WG = 0, 6, 7
@@ -85,9 +85,10 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
     return "it trains the MLP with biases"
   if why := common.sgd_float32_problem(optimizer, dtype):
     return why
-  if not FASTER_THAN_XLA:
-    return ("it is slower than a cluster a member (64 members: 77.2 against 72.3 ms an epoch "
-            "on an H200): not a path yet")
+  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
+  if version not in CHECKED:
+    checked = " or ".join(".".join(map(str, v)) for v in CHECKED)
+    return f"it was checked on a GPU with jax {checked}, not {jax.__version__}"
   return None
 
 
@@ -396,10 +397,11 @@ def batches(x, labels, orders, steps: int):
   (D, steps, 16, 64) float32, a class a row."""
   idx = orders[:, :steps * BATCH]
   d = idx.shape[0]
-  xs = x[idx].astype(jnp.bfloat16).reshape(d, steps, BATCH, 784)
-  ones = jnp.full((d, steps, BATCH, 1), 255, jnp.bfloat16)
-  xs = jnp.concatenate([xs, ones, jnp.zeros((d, steps, BATCH, INPUTS - 785), jnp.bfloat16)],
-                       axis=3)
+  # The images padded once (N rows), then their rows gathered: padding after the gather wrote
+  # every member's batches twice and took 14.9 ms of a 75.0 ms epoch at 64 members (an H200)
+  xp = jnp.concatenate([x.astype(jnp.bfloat16), jnp.full((x.shape[0], 1), 255, jnp.bfloat16),
+                        jnp.zeros((x.shape[0], INPUTS - 785), jnp.bfloat16)], axis=1)
+  xs = xp[idx].reshape(d, steps, BATCH, INPUTS)
   onehot = jax.nn.one_hot(labels[idx], ROWS, dtype=jnp.float32).reshape(d, steps, BATCH, ROWS)
   return xs, jnp.swapaxes(onehot, 2, 3)
 
