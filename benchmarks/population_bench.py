@@ -19,10 +19,11 @@ from jaxshallow.run import cli, config, population_run, runner
 
 _SIZES = flags.DEFINE_list("sizes", ["1", "8", "64", "512"], "Population sizes.")
 _IMPLS = flags.DEFINE_list("impls", ["xla", "pallas"], "Impls: xla, pallas (its default path, "
-                           "jaxshallow.paths.population's pick), pallas-cluster (a cluster a "
-                           "member: the single network's epoch kernel; Hopper, the reference "
-                           "MLP), pallas-step (the population step kernels at every size), "
-                           "pallas-ops (the op kernels under vmap).")
+                           "jaxshallow.paths.population's pick), pallas-cluster (--fusion=epoch: "
+                           "a cluster a member, or the streamed kernel where the path takes "
+                           "it; Hopper, the reference MLP; each row says which), pallas-step (the "
+                           "population step kernels at every size), pallas-ops (the op kernels "
+                           "under vmap).")
 _COUNTS = flags.DEFINE_list("device_counts", ["1"], "Device counts to spread over (those over "
                             "the available devices are skipped, with a note).")
 _DP_BATCH = flags.DEFINE_integer("dp_batch", 8192, "Batch of the data-parallel rows (0: none).")
