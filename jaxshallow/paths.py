@@ -15,11 +15,9 @@ picks, among the paths that can, the one to take, and says why in one line. The 
             than XLA on this network (``MEASURED``), so that the default is never slower
 
 (inside the op kernels, per layer, ``ops.dense_on_hopper`` and ``ops.fused_head`` pick the
-kernels). A population (``jaxshallow.population``) takes, on Hopper, the streamed population
-kernel for the reference MLP where each device trains a multiple of 64 members, else a cluster
-kernel a member (a CTA a member for softmax regression), else its own step kernels or the op
-kernels under ``vmap``. Each rule below was measured (docs/design/ has the figures). Where this
-jax has no Pallas Triton backend (``backends``), xla's path replaces a Triton one.
+kernels). Populations: ``population``. Each rule below was measured (docs/design/ has the
+figures). Where this jax has no Pallas Triton backend (``backends``), xla's path replaces a
+Triton one.
 """
 
 from __future__ import annotations
@@ -189,11 +187,10 @@ def describe(cfg) -> str:
   if cfg.impl != "pallas":
     return cfg.impl
   if cfg.fusion == "epoch":
-    return {"grid": "epoch kernel (grid)", "logreg": "epoch kernel (one CTA)",
-            "grid_regression": "phase kernel (64 CTAs)",
-            "tile_regression": "phase kernel (128 CTAs, tiles)",
-            "tile_mlp": "phase kernel (132 CTAs, resident tiles)"}.get(
-                _epoch_kernel_of(cfg), "cluster kernel")
+    names = {"grid": "epoch kernel (grid)", "logreg": "epoch kernel (one CTA)",
+             "grid_regression": "phase kernel (64 CTAs)", "tile_mlp": "phase kernel (132 CTAs)",
+             "tile_regression": "phase kernel (128 CTAs)"}
+    return names.get(_epoch_kernel_of(cfg), "cluster kernel")
   if cfg.fusion == "xla" and backends.triton_state() == "removed":
     return "xla (no Pallas Triton backend)"
   return {"step": "step kernels" if cfg.model == "cnn" else "population step kernels",
@@ -203,13 +200,12 @@ def describe(cfg) -> str:
 
 def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: str,
                  precision: str, dtype) -> str:
-  """Which epoch kernel trains this network: "cluster_mlp" or "cluster_epoch" (thread-block
-  clusters, Hopper only), "grid_regression" (the regression net 32-256-256-1 over 64 CTAs,
-  Hopper only), "tile_regression" (32-256-1024-256-1 over 128 CTAs, Hopper only), "tile_mlp"
-  (the MLP 784-256-1024-256-10 over 132 CTAs, Hopper only) or "logreg"
-  (softmax regression in one CTA, Hopper only) where one takes it, else "grid" (``mlp_epoch``).
-  The regression nets' cluster kernel only in float32: at tf32 and bfloat16 the grid kernel was
-  as fast. The MLP's at every precision, with a jax whose Mosaic GPU compiles it."""
+  """Which epoch kernel trains this network: on Hopper "cluster_mlp" or "cluster_epoch"
+  (thread-block clusters), "grid_regression" (32-256-256-1, 64 CTAs), "tile_regression"
+  (32-256-1024-256-1, 128 CTAs), "tile_mlp" (784-256-1024-256-10, 132 CTAs) or "logreg"
+  (softmax regression, one CTA) where one takes it, else "grid" (``mlp_epoch``). The regression
+  nets' cluster kernel only in float32 (at tf32 and bfloat16 the grid kernel was as fast); the
+  MLP's at every precision, with a jax whose Mosaic GPU compiles it."""
   from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, grid_regression_mgpu,
                                     logreg_mgpu, tile_mlp_mgpu, tile_regression_mgpu)
   from pallas_kernels.ops import dense_mgpu
@@ -241,26 +237,30 @@ STEP_KERNELS_FROM = 32
 
 
 def population(cfg, per_device: int) -> Path:
-  """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: on a Hopper
-  GPU, for the reference MLP, the streamed kernel (``"stream"``) on one GPU in whole launches of
-  64 members (float32, jax 0.11), else a cluster a member (``"cluster"``; for softmax regression
-  a CTA a member); else the population step kernels (``"step"``) where they fit and from
-  ``STEP_KERNELS_FROM`` members a device (the CNN: its own step kernels under vmap), else the op
-  kernels under vmap. ``--fusion=ops`` asks for the op kernels, ``--fusion=step`` for the step
-  kernels at any size, ``--fusion=epoch`` for the streamed or the cluster kernel where they can
-  train the population (else the step kernels)."""
+  """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: on Hopper,
+  for the reference MLP, the streamed kernel (``"stream"``) where it measured faster
+  (``STREAM_MEASURED``), else a cluster a member (``"cluster"``; softmax regression a CTA a
+  member); else the population step kernels (``"step"``) from ``STEP_KERNELS_FROM`` members a
+  device where they fit (the CNN: its own step kernels under vmap), else the op kernels under
+  vmap. ``--fusion=ops``, ``step`` and ``epoch`` (the streamed or the cluster kernel) ask."""
   if backends.triton_state() != "removed":
     return _population(cfg, per_device)
-  return _without_triton(cfg, fused_population.cluster_problem(  # A cluster (CTA) a member
-      cfg.model, widths(cfg), cfg.optimizer, cfg.batch_size, bool(cfg.bias)) is None and "cluster")
+  w = widths(cfg)  # A streamed or a cluster (CTA) kernel a member where one takes it
+  fits = fused_population.cluster_problem(cfg.model, w, cfg.optimizer, cfg.batch_size,
+                                          bool(cfg.bias)) is None
+  return _without_triton(cfg, fits and ("stream" if _streams(cfg, w, per_device) else "cluster"))
 
 
-# The streamed population kernel beat a cluster a member on one GPU in whole launches (an H200,
-# jax 0.11.2, ms an epoch: 64 members 66.4 against 71.5, 128 131.5 against 142.0), not below
-# (32: 61.6 against 37.6; docs/design/populations.md); not yet run on several GPUs.
+# The streamed population kernel beat a cluster a member on one H200 in whole launches (jax
+# 0.11.2, ms an epoch: 64 members 66.4 against 71.5, 128 131.5 against 142.0), not at 32 (61.6
+# against 37.6); not yet run at 512, on several GPUs or on an H100 (docs/design/populations.md).
+STREAM_MEASURED = ("NVIDIA H200", (64, 128))
+
+
 def _streams(cfg, w, per_device: int) -> bool:
-  whole = per_device % fused_population.STREAM_CHUNK == 0 and cfg.precision == "float32"
-  return (whole and (cfg.devices == 1 or jax.device_count() == 1)
+  kind, sizes = STREAM_MEASURED
+  return (per_device in sizes and cfg.precision == "float32" and jax.device_count() == 1
+          and jax.devices()[0].device_kind == kind
           and fused_population.stream_problem(cfg.model, w, cfg.optimizer, cfg.batch_size,
                                               bool(cfg.bias)) is None)
 

@@ -77,31 +77,38 @@ def test_chunked_epoch_gives_each_member_its_own_run(monkeypatch):
 
 def test_population_path_takes_the_cluster_kernel_where_it_can(monkeypatch):
   """On a Hopper GPU (pretended here) the reference MLP's population takes, by default and with
-  --fusion=epoch, the streamed kernel where each device trains whole launches of it (64
-  members, one GPU) with a jax it was checked with, else the cluster kernel; another batch,
-  another optimizer, another precision or --fusion=step take neither."""
+  --fusion=epoch, the streamed kernel where it was measured faster (the sizes and the GPU of
+  paths.STREAM_MEASURED, one GPU, a jax it was checked with), else the cluster kernel; another
+  batch, another optimizer, another precision or --fusion=step take neither."""
+  from jaxshallow import paths
   from pallas_kernels.fused import stream_population_mgpu
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
   monkeypatch.setattr(cluster_mlp_mgpu, "lowers", lambda: None)
+  monkeypatch.setattr(jax, "device_count", lambda: 1)
+  monkeypatch.setattr(paths, "STREAM_MEASURED", (jax.devices()[0].device_kind, (64, 128)))
   version = tuple(int(v) for v in jax.__version__.split(".")[:2])
   monkeypatch.setattr(stream_population_mgpu, "CHECKED", (version,))
   cfg = config.Config(impl="pallas")
   path = lambda per_device=64, **kw: population_run._population_cfg(
       dataclasses.replace(cfg, **kw), per_device).fusion
   for fusion in (None, "epoch"):
-    for per_device in (1, 8, 32, 96):
+    for per_device in (1, 8, 32, 96, 192):
       assert path(per_device, fusion=fusion) == "cluster"
     for per_device in (64, 128):
       assert path(per_device, fusion=fusion) == "stream"
   assert path(precision="tf32") == "cluster"
-  monkeypatch.setattr(jax, "device_count", lambda: 2)  # Not yet run on several GPUs
-  assert path(64) == "cluster" and path(64, devices=1) == "stream"
-  monkeypatch.setattr(stream_population_mgpu, "CHECKED", ())
-  assert path(64, devices=1) == "cluster"
   assert path(fusion="step") == "step"
   assert path(batch_size=128) == "step"
   assert path(optimizer="momentum", lr=0.05) != "cluster"
   assert path(hidden=(512,)) != "cluster"
+  monkeypatch.setattr(jax, "device_count", lambda: 2)  # Not yet run on several GPUs
+  assert path(64) == "cluster"
+  monkeypatch.setattr(jax, "device_count", lambda: 1)
+  monkeypatch.setattr(paths, "STREAM_MEASURED", ("another GPU", (64, 128)))
+  assert path(64) == "cluster"
+  monkeypatch.setattr(paths, "STREAM_MEASURED", (jax.devices()[0].device_kind, (64, 128)))
+  monkeypatch.setattr(stream_population_mgpu, "CHECKED", ())
+  assert path(64) == "cluster"
 
 
 def test_what_the_cluster_path_cannot_take_is_one_line(monkeypatch):

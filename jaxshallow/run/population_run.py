@@ -55,9 +55,9 @@ def run(cfg: Config, seeds, lrs, *, chunk: int = 0, log: Callable[[str], None] =
   grid = members(seeds, lrs)
   the_mesh = placement.mesh(placement.pick_devices(cfg.devices), pop.AXIS)
   n_dev = the_mesh.size
-  chunk = chunk or len(grid)
-  chunk = -(-chunk // n_dev) * n_dev  # Whole members per device.
-  cfg = _population_cfg(cfg, per_device=-(-min(chunk, len(grid)) // n_dev))
+  chunk = min(chunk or len(grid), len(grid))
+  chunk = -(-chunk // n_dev) * n_dev  # Whole members per device (a last chunk is padded).
+  cfg = _population_cfg(cfg, per_device=chunk // n_dev)  # What each device trains at once
   if note := triton_notice(cfg):
     log(note)
   ds = load_data(cfg)

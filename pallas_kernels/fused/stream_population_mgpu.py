@@ -6,8 +6,8 @@ passes (each member at most 1.7x as far from float64 as xla's float32 on its dra
 draws); a step takes 65.0 us at 64 members (XLA 182.1) and 58.2 at 8 (XLA 55.0); a population's
 epoch at 64 members 66.4 ms against a cluster a member's 71.5 (``cluster_mlp_mgpu``) and xla's
 148.3, at 128 members 131.5 against 142.0 and 259.4, at 32 61.6 against 37.6: the path
-(``jaxshallow.paths.population``) for a multiple of 64 members on one GPU with jax 0.11
-(docs/design/populations.md).
+(``jaxshallow.paths.population``) for 64 or 128 members on one H200 with jax 0.11, where it was
+measured (docs/design/populations.md).
 
 Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each member's W0 in
 shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64
@@ -235,10 +235,10 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     # This warpgroup's partial logits on the tensor cores: W1^T (its classes as rows, padded to
     # wgmma's 64, in a W0 slot: the walk is done with them) by h^T (units by batch, its three
     # parts in dz's buffer: the walk has read dz), over PAIRS of parts. A sum over the units on
-    # the CUDA cores crosses the warps through a scratch memory, class by class, and took a
-    # quarter of the step (docs/design/populations.md).
+    # the CUDA cores crosses the warps through a scratch memory, class by class (17.7 of a
+    # step's 117 us under the profiler, the warpgroups one after the other).
     with jax.named_scope("sums"):
-      w1t, sums = wbuf.at[0, g], wbuf.at[1, g]  # (rows past the classes: what the slot held)
+      w1t, prod = wbuf.at[0, g], wbuf.at[1, g]  # (rows past the classes: what the slot held)
       def w1_row(k, carry):
         w1t.at[k][...] = _load(w1s.at[g, k], by_col)
         return carry
@@ -253,11 +253,11 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
           plgpu.wgmma(acc, w_parts[i], dz.at[j, g])
         plgpu.wgmma_wait(0)
         return acc[...]
-      _store(sums, pl.run_scoped(run, plgpu.ACC((T, T), f32)))
+      _store(prod, pl.run_scoped(run, plgpu.ACC((T, T), f32)))
       sync()
 
       def partial_logits(k, carry):
-        part.at[parity, g, k][...] = _load(sums.at[k], by_col)
+        part.at[parity, g, k][...] = _load(prod.at[k], by_col)
         return carry
       classes(partial_logits, None)
       sync()
