@@ -251,15 +251,15 @@ def population(cfg, per_device: int) -> Path:
   return _without_triton(cfg, fits and ("stream" if _streams(cfg, w, per_device) else "cluster"))
 
 
-# The streamed population kernel beat a cluster a member on one H200 in whole launches (jax
-# 0.11.2, ms an epoch: 64 members 66.4 against 71.5, 128 131.5 against 142.0), not at 32 (61.6
-# against 37.6); not yet run at 512, on several GPUs or on an H100 (docs/design/populations.md).
-STREAM_MEASURED = ("NVIDIA H200", (64, 128))
+# Members a device at which the streamed kernel beat a cluster a member on H200s (jax 0.11.2, ms
+# an epoch; one GPU: 64 members 66.9 / 72.2, 512 519.7 / 559.5; two: 512 261.5 / 281.4), not 32
+# (61.4 / 37.7 on two GPUs); not yet run on an H100 (docs/design/populations.md).
+STREAM_MEASURED = ("NVIDIA H200", (64, 128, 256, 512))
 
 
 def _streams(cfg, w, per_device: int) -> bool:
   kind, sizes = STREAM_MEASURED
-  return (per_device in sizes and cfg.precision == "float32" and jax.device_count() == 1
+  return (per_device in sizes and cfg.precision == "float32"
           and jax.devices()[0].device_kind == kind
           and fused_population.stream_problem(cfg.model, w, cfg.optimizer, cfg.batch_size,
                                               bool(cfg.bias)) is None)

@@ -180,6 +180,48 @@ def test_pallas_population_over_devices_matches_one_device(tmp_path, real_data_d
     assert abs(a["test_loss"] / b["test_loss"] - 1) < 1e-5
 
 
+def test_kernel_paths_over_devices_match_one_device():
+  """The paths whose kernels train every member in one launch (a cluster a member, a CTA a
+  member for softmax regression, the streamed kernel), with the kernels' twins in their place
+  and 4 members over 2 devices under shard_map: in float64 the params and metrics of one device,
+  within 1e-12 (their twins follow each member's own run: test_cluster_population)."""
+  code = """
+import functools, jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from jaxshallow import mlp, models, population as pop
+from jaxshallow.devices import placement
+from jaxshallow.fused import population as fp
+for name in ("train_epoch_clusters", "train_epoch_stream"):
+  setattr(fp, name, functools.partial(getattr(fp, name), twin=True))
+fp.cluster_problem = fp.stream_problem = lambda *a, **k: None  # (the GPU's conditions)
+rng = np.random.default_rng()
+n, members = 3 * 64 + 5, 4
+x = jnp.asarray(rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+y = jnp.asarray(rng.integers(0, 10, n).astype(np.int32))
+orders = np.stack([rng.permutation(n) for _ in range(members)]).astype(np.int32)
+lrs = np.asarray([0.05, 0.1, 0.2, 0.3])
+the_mesh = placement.mesh(jax.devices()[:2], pop.AXIS)
+for model, widths, fusion in ((models.MLP, (784, 256, 10), "cluster"),
+                              (models.MLP, (784, 256, 10), "stream"),
+                              (models.LOGREG, (784, 10), "cluster")):
+  params = pop.init_params(lambda k: mlp.init_mlp(k, widths, dtype=jnp.float64), range(members))
+  kw = dict(optimizer="sgd", momentum=0.9, batch_size=64, impl="pallas", model=model,
+            fusion=fusion)
+  want = pop.train_epoch(jax.tree.map(jnp.array, params),
+                         pop.init_opt_state("sgd", params), x, y, orders, lrs, **kw)
+  sharded = lambda a: placement.shard(np.asarray(a), the_mesh)
+  got = pop.sharded_epoch(the_mesh, **kw)(
+      jax.tree.map(sharded, params), pop.init_opt_state("sgd", params), x, y, sharded(orders),
+      sharded(lrs))
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-15)
+  print(model.name, fusion, "ok")
+print(len(jax.devices()), "devices ok")
+"""
+  p = _run(["-c", code], devices=2)
+  assert p.stdout.count(" ok") == 4 and "2 devices ok" in p.stdout, p.stdout
+
+
 def test_data_parallel_float64_matches_one_device():
   code = """
 import jax, jax.numpy as jnp, numpy as np
