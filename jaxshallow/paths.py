@@ -57,18 +57,15 @@ def default_fusion(model: str) -> str:
 
 
 # The op kernels trained faster than the grid epoch kernel above this many multiply-adds a
-# program in a pass (the MLP at batch 256 and 512, the regression net 32-256-1024-256-1), and
-# slower below it (docs/design/epoch_kernels.md).
+# program in a pass, slower below it (docs/design/epoch_kernels.md).
 OPS_FASTER_ABOVE = 3.5e5
 # Where the breadth grid (benchmarks.grid, --alternatives) measured another path faster than
-# the rule above: (widths, batch size, optimizer, precision) -> fusion; "xla" where every
-# Pallas path trained slower than xla (docs/bench/current); "mosaic": the epoch path where a
-# Mosaic GPU epoch kernel (``backends.MOSAIC_EPOCH_KERNELS``) takes the network (Hopper), else
-# xla.
+# the rule above: (widths, batch size, optimizer, precision) -> fusion; "xla" where every Pallas
+# path trained slower than xla (docs/bench/current); "mosaic": the epoch path where a Mosaic GPU
+# epoch kernel (``backends.MOSAIC_EPOCH_KERNELS``) takes the network (Hopper), else xla.
 MEASURED = {
-    # Over the work rule's limit: 784-1024-10 on Hopper the cluster kernel (3.96x), elsewhere
-    # the grid kernel's split products, 1.55x (H100); 784-256-1024-256-10 on Hopper the tile
-    # kernel, elsewhere the grid kernel, 1.56x (the op kernels 0.63x and 0.69x, 2026-11-26).
+    # Over the work rule's limit: 784-1024-10 the cluster kernel on Hopper (3.96x), else the grid
+    # kernel, 1.55x (H100); 784-256-1024-256-10 the tile kernel on Hopper, else the grid kernel.
     ((784, 1024, 10), 64, "sgd", "float32"): "epoch",
     ((784, 256, 1024, 256, 10), 64, "sgd", "float32"): "epoch",
     # 784-2048-10: the cluster kernel without clusters on Hopper (cluster_mlp_mgpu._flat),
@@ -231,18 +228,19 @@ def epoch_kernel(widths, batch_size: int, *, head: str, bias: bool, optimizer: s
   return "grid"
 
 
-# Below this many members a device the op kernels under vmap trained a population faster than
-# the population step kernels, whose programs leave most SMs idle (docs/design/populations.md).
+# Below this many members a device the op kernels under vmap beat the population step kernels.
 STEP_KERNELS_FROM = 32
+# On an H200 both were slower than xla at 8 and 64 members off the reference MLP (momentum, Adam,
+# hidden 128 or 512, batch 128: 0.56x-0.96x; but ops 1.07x at 8 of hidden 128; populations.md).
+SLOWER_THAN_XLA = "the Pallas op and population step kernels trained populations slower than xla"
 
 
 def population(cfg, per_device: int) -> Path:
   """The path of a population of ``cfg`` (pallas), ``per_device`` members a device: on Hopper,
-  for the reference MLP, the streamed kernel (``"stream"``) where it measured faster
-  (``STREAM_MEASURED``), else a cluster a member (``"cluster"``; softmax regression a CTA a
-  member); else the population step kernels (``"step"``) from ``STEP_KERNELS_FROM`` members a
-  device where they fit (the CNN: its own step kernels under vmap), else the op kernels under
-  vmap. ``--fusion=ops``, ``step`` and ``epoch`` (the streamed or the cluster kernel) ask."""
+  for the reference MLP, the streamed kernel (``STREAM_MEASURED``) or a cluster a member
+  (softmax regression a CTA a member); the CNN its step kernels under vmap; else on a GPU xla
+  (``SLOWER_THAN_XLA``), on the CPU the population step kernels from ``STEP_KERNELS_FROM``
+  members a device, else the op kernels. ``--fusion=ops``, ``step``, ``epoch`` ask."""
   if backends.triton_state() != "removed":
     return _population(cfg, per_device)
   w = widths(cfg)  # A streamed or a cluster (CTA) kernel a member where one takes it
@@ -251,9 +249,7 @@ def population(cfg, per_device: int) -> Path:
   return _without_triton(cfg, fits and ("stream" if _streams(cfg, w, per_device) else "cluster"))
 
 
-# Members a device at which the streamed kernel beat a cluster a member on H200s (jax 0.11.2, ms
-# an epoch; one GPU: 64 members 66.9 / 72.2, 512 519.7 / 559.5; two: 512 261.5 / 281.4), not 32
-# (61.4 / 37.7 on two GPUs); not yet run on an H100 (docs/design/populations.md).
+# Members a device where the streamed kernel beat a cluster a member on H200s (populations.md).
 STREAM_MEASURED = ("NVIDIA H200", (64, 128, 256, 512))
 
 
@@ -277,7 +273,11 @@ def _population(cfg, per_device: int) -> Path:
     if cfg.fusion == "epoch":
       log.warning("the cluster kernel cannot train this population (%s): trying the "
                   "population step kernels", why)
-  # The CNN: its own step kernels under vmap, at any size.
+  if (cfg.fusion is None and cfg.blocks is None and cfg.model != "cnn"
+      and jax.default_backend() == "gpu"):
+    log.warning("a population of this network trains with xla's ops (%s; --fusion=ops or step "
+                "to use them anyway)", SLOWER_THAN_XLA)
+    return Path("xla", SLOWER_THAN_XLA)
   kernels = "CNN's step kernels" if cfg.model == "cnn" else "population step kernels"
   if cfg.blocks is not None:
     why = "--blocks sets the op kernels' block sizes"

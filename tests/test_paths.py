@@ -105,6 +105,25 @@ def test_a_pallas_population_picks_the_step_kernels_where_they_fit(over, per_dev
   assert (notice in said) if notice else ("population" not in said)
 
 
+@pytest.mark.parametrize("over,per_device,fusion", [
+    ({}, 64, "xla"), ({}, 8, "xla"), ({"optimizer": "momentum", "lr": 0.05}, 64, "xla"),
+    ({"model": "logreg", "hidden": ()}, 64, "xla"), ({"fusion": "ops"}, 8, "ops"),
+    ({"fusion": "step"}, 64, "step"), ({"blocks": "16,16,64"}, 64, "ops"),
+    ({"model": "cnn"}, 16, "step")])
+def test_on_a_gpu_a_population_without_a_one_launch_kernel_trains_with_xla(
+    over, per_device, fusion, monkeypatch, caplog):
+  """On a GPU (pretended; not Hopper, so no cluster kernel) a population of the MLP family
+  trains with xla's ops by default, the Pallas op and population step kernels having trained
+  populations slower (one line says so); asked for, they still train it; the CNN keeps its step
+  kernels."""
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  cfg = config.Config(impl="pallas", **{"model": "mlp", **over})
+  with caplog.at_level(logging.WARNING, logger="jaxshallow"):
+    got = population_run._population_cfg(cfg, per_device)
+  assert got.fusion == fusion
+  assert (paths.SLOWER_THAN_XLA in caplog.text) == (fusion == "xla")
+
+
 @pytest.mark.parametrize("over,fusion,notice", [
     ({}, "step", None), ({"optimizer": "sgd"}, "step", None), ({"fusion": "ops"}, "ops", None),
     ({"optimizer": "adam", "lr": 1e-3}, "step", None)])
