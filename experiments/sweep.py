@@ -5,8 +5,9 @@
 
 Every (seed, lr) is one member of a population trained in one compiled program (xla; for pallas
 the path ``jaxshallow.paths.population`` picks: on a Hopper GPU the reference MLP a cluster a
-member and softmax regression a CTA a member, whose members of one seed share its batches on one
-device), spread over the devices by member; --population_chunk limits how many train at once.
+member or the streamed kernel, softmax regression a CTA a member, whose members of one seed
+share its batches on one device; other MLPs on a GPU xla's ops), spread over the devices by
+member; --population_chunk limits how many train at once.
 --impl=numpy trains them one after another.
 
 Classifiers are scored on a holdout of the last --holdout training images (trained on the rest),

@@ -47,6 +47,18 @@ def split3(a):
   return parts
 
 
+# The products of split3's parts (i, j) a float32 product on the tensor cores sums, the smallest
+# first: the six of orders i + j <= 2 (the three dropped are below 2^-24 of the product, float32's
+# own rounding; they would cost a third of the tensor cores' time). The Mosaic GPU kernels' order.
+SPLIT3_PAIRS = sorted(((i, j) for i in range(3) for j in range(3) if i + j <= 2),
+                      key=lambda p: -sum(p))
+
+
+def jax_version() -> tuple[int, int]:
+  """This jax's (major, minor): what the kernels checked on a GPU with some versions only test."""
+  return tuple(int(v) for v in jax.__version__.split(".")[:2])
+
+
 def dot_split(a, b, trans_a: bool = False, trans_b: bool = False, a_exact: bool = False):
   """A float32 product on the tensor cores as accurate as float32's: each operand as ``split3``'s
   three bfloat16 parts, and the six products of parts down to 2^-16 of the leading one, the
@@ -97,7 +109,7 @@ def phase_kernel_problem(widths, batch: int, *, want_widths, want_batch: int, ch
             f"{'-'.join(map(str, widths))}")
   if why := plain_sgd_problem(batch, want_batch, bias=bias, optimizer=optimizer, dtype=dtype):
     return why
-  if (version := tuple(int(v) for v in jax.__version__.split(".")[:2])) not in checked:
+  if (version := jax_version()) not in checked:
     return f"it was not checked on a GPU with jax {version[0]}.{version[1]}"
   if grid_barrier.resident_ctas() < ctas:
     return f"its {ctas} CTAs must all be resident at once, more than this GPU's SMs"

@@ -118,9 +118,9 @@ class Config:
                           "then dispatch.")
   blocks: str | None = setting(None, "Pallas dense block sizes BM,BN,BK, or auto.")
   fusion: str | None = setting(None, "pallas: epoch (the whole epoch in one kernel; the default "
-                               "for the MLP family; in a population, a cluster a member on "
-                               "Hopper where the cluster kernel takes the network, else the "
-                               "population step kernels), step (the cnn's default: a step of "
+                               "for the MLP family; in a population, the streamed kernel or a "
+                               "cluster a member on Hopper where they take the network, else "
+                               "the population step kernels), step (the cnn's default: a step of "
                                "Pallas kernels alone, the optimizer in one of them; in a "
                                "population, the population step kernels), ops (one step per scan "
                                "iteration through the op kernels and optax) or xla (no Pallas "

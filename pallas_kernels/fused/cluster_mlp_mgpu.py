@@ -210,9 +210,7 @@ def rowgroups_for(hidden: int, batch: int) -> int:
   return ROWGROUPS.get(batch, 1)
 
 
-def _jax_version() -> tuple[int, int]:
-  """This jax's (major, minor): what ``semantics`` and ``checked_batches`` choose by."""
-  return tuple(int(v) for v in jax.__version__.split(".")[:2])
+_jax_version = common.jax_version  # What ``semantics`` and ``checked_batches`` choose by
 
 
 def _rounds(rowgroups: int) -> int:

@@ -71,8 +71,7 @@ CHECKED = ((0, 11),)
 MB_TILE, MB_LABELS, MB_WG = 0, 6, 7
 MB_INIT = 2 * MB_WG
 MBARRIERS = MB_INIT + 3
-# The partial logits' products of parts, the smallest first: the six above float32's rounding
-PAIRS = sorted(((i, j) for i in range(3) for j in range(3) if i + j <= 2), key=lambda p: -sum(p))
+PAIRS = common.SPLIT3_PAIRS  # The partial logits' products of parts
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -85,8 +84,7 @@ def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | N
     return "it trains the MLP with biases"
   if why := common.sgd_float32_problem(optimizer, dtype):
     return why
-  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
-  if version not in CHECKED:
+  if common.jax_version() not in CHECKED:
     checked = " or ".join(".".join(map(str, v)) for v in CHECKED)
     return f"it was checked on a GPU with jax {checked}, not {jax.__version__}"
   return None

@@ -60,7 +60,7 @@ W2_FIRST, W3_FIRST = 64, 128
 # path takes the grid epoch kernel.
 CHECKED = ((0, 11), (0, 12))
 SLOTS = 4  # Partials fetched at once
-PAIRS = sorted(((i, j) for i in range(3) for j in range(3) if i + j <= 2), key=lambda p: -sum(p))
+PAIRS = common.SPLIT3_PAIRS
 X_PAIRS = ((0, 2), (0, 1), (0, 0))  # The pixels, one part, against three
 BARRIERS_PER_STEP = 7
 # mbarriers: the partials (SLOTS), an operand's parts (3), a vector, x, the one-hot labels
@@ -88,7 +88,6 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
-  by_row = plgpu.Layout.WGMMA.reduce(1)
   by_col = plgpu.Layout.WGMMA.reduce(0)
   counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))
   c = lax.axis_index("cta")

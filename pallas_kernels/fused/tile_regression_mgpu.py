@@ -79,10 +79,9 @@ PHASES = ("b", "barrier_b", "c", "barrier_c", "d", "barrier_d", "e", "barrier_e"
           "barrier_i")  # For the profiler
 # Grid barriers: one before the first step, one after its A, eight a step.
 BARRIERS_PER_STEP = 8
-# The products of parts a product sums, the smallest first: the six of orders i + j <= 2 (the
-# three dropped are below 2^-24 of the product, float32's own rounding; they cost a third of
-# the tensor cores' time, which bounds this kernel's phases).
-PAIRS = sorted(((i, j) for i in range(3) for j in range(3) if i + j <= 2), key=lambda p: -sum(p))
+# The products of parts a product sums (the three dropped would cost a third of the tensor
+# cores' time, which bounds this kernel's phases).
+PAIRS = common.SPLIT3_PAIRS
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -117,7 +116,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   n_mid = lax.rem(lax.div(c, 4), 4)  # G: n1
   r8, n8, eighth = lax.div(c, 32), lax.rem(lax.div(c, 8), 4), lax.rem(c, 8)  # C: (r, n3, e)
   wide = pl.ds(0, WIDE)  # A whole K of 256, or all the rows of the batch
-  top, second = _block(0), _block(1)  # Rows of a (128, 64) buffer, for 64 x 64 operands
+  top = _block(0)  # The first rows of a (128, 64) buffer, for 64 x 64 operands
 
   def rows_of(v):
     return lax.broadcast_in_dim(v, (T, T), [0])
