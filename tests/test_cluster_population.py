@@ -78,7 +78,7 @@ def test_chunked_epoch_gives_each_member_its_own_run(monkeypatch):
 def test_population_path_takes_the_cluster_kernel_where_it_can(monkeypatch):
   """On a Hopper GPU (pretended here) the reference MLP's population takes, by default and with
   --fusion=epoch, the streamed kernel where it was measured faster (the sizes and the GPU of
-  paths.STREAM_MEASURED, members a device, a jax it was checked with), else the cluster kernel; another
+  paths.STREAM_MEASURED, members a device, a checked jax), else the cluster kernel; another
   batch, another optimizer, another precision or --fusion=step take neither."""
   from jaxshallow import paths
   from pallas_kernels.fused import stream_population_mgpu
@@ -100,6 +100,8 @@ def test_population_path_takes_the_cluster_kernel_where_it_can(monkeypatch):
   assert path(batch_size=128) == "step"
   assert path(optimizer="momentum", lr=0.05) != "cluster"
   assert path(hidden=(512,)) != "cluster"
+  monkeypatch.setattr(jax, "device_count", lambda: 2)  # Several GPUs: each its own 64 members
+  assert path(64) == "stream"
   monkeypatch.setattr(paths, "STREAM_MEASURED", ("another GPU", (64, 128)))
   assert path(64) == "cluster"
   monkeypatch.setattr(paths, "STREAM_MEASURED", (jax.devices()[0].device_kind, (64, 128)))

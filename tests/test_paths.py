@@ -117,11 +117,23 @@ def test_on_a_gpu_a_population_without_a_one_launch_kernel_trains_with_xla(
   populations slower (one line says so); asked for, they still train it; the CNN keeps its step
   kernels."""
   monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: False)
   cfg = config.Config(impl="pallas", **{"model": "mlp", **over})
   with caplog.at_level(logging.WARNING, logger="jaxshallow"):
     got = population_run._population_cfg(cfg, per_device)
   assert got.fusion == fusion
   assert (paths.SLOWER_THAN_XLA in caplog.text) == (fusion == "xla")
+
+
+def test_on_a_hopper_gpu_the_cluster_kernel_comes_before_xla(monkeypatch):
+  """On a Hopper GPU (pretended) the reference MLP's population keeps a cluster a member (at a
+  size the streamed kernel was not measured at); another optimizer takes xla's ops."""
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
+  monkeypatch.setattr(cluster_mlp_mgpu, "lowers", lambda: None)
+  pick = lambda **kw: population_run._population_cfg(config.Config(impl="pallas", **kw), 8)
+  assert pick().fusion == "cluster"
+  assert pick(optimizer="momentum", lr=0.05).fusion == "xla"
 
 
 @pytest.mark.parametrize("over,fusion,notice", [

@@ -125,7 +125,8 @@ class Config:
                                "population, the population step kernels), ops (one step per scan "
                                "iteration through the op kernels and optax) or xla (no Pallas "
                                "kernel: xla's step); unset: jaxshallow.paths picks, xla only "
-                               "where every Pallas path measured slower.")
+                               "where every Pallas path measured slower (a population on a GPU "
+                               "that no one-launch kernel trains: xla).")
   data_parallel: bool = setting(False, "Split each step's batch over the devices, gradients "
                                 "all-reduced (xla, pallas op kernels).")
   devices: int = setting(0, "Devices to use (0: all): for --data_parallel, and for the "
