@@ -11,6 +11,7 @@ import pytest
 
 from jaxshallow import backends, paths
 from jaxshallow.run import config
+from pallas_kernels import common
 from pallas_kernels.fused import cluster_mlp_mgpu
 from pallas_kernels.ops import dense, dense_mgpu
 
@@ -19,12 +20,8 @@ def resolved(**kw):
   return paths.resolve(config.resolve(config.Config(impl="pallas", **kw)))
 
 
-def _minor():
-  return tuple(int(v) for v in jax.__version__.split(".")[:2])
-
-
 def test_this_jax_deprecates_the_triton_backend_from_0_11():
-  want = "supported" if _minor() < (0, 11) else "deprecated"
+  want = "supported" if common.jax_version() < (0, 11) else "deprecated"
   assert backends.triton_state() == want
 
 
@@ -163,7 +160,8 @@ def _lower_a_triton_kernel():
   return f.trace(x, w).lower(lowering_platforms=("cuda",))
 
 
-@pytest.mark.skipif(_minor() < (0, 11), reason="this jax does not deprecate the Triton backend")
+@pytest.mark.skipif(common.jax_version() < (0, 11),
+                    reason="this jax does not deprecate the Triton backend")
 def test_the_guard_turns_a_triton_lowering_into_an_error():
   """Inside ``triton_forbidden`` a Triton lowering raises jax's own error; after it, the
   deprecation is a warning again."""

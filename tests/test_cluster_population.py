@@ -14,6 +14,7 @@ import pytest
 from jaxshallow import mlp
 from jaxshallow.fused import epoch as fused_epoch, population as fused_population
 from jaxshallow.run import config, population_run
+from pallas_kernels import common
 from pallas_kernels.fused import cluster_mlp_mgpu
 from pallas_kernels.ops import dense_mgpu
 
@@ -85,7 +86,7 @@ def test_population_path_takes_the_cluster_kernel_where_it_can(monkeypatch):
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
   monkeypatch.setattr(cluster_mlp_mgpu, "lowers", lambda: None)
   monkeypatch.setattr(paths, "STREAM_MEASURED", (jax.devices()[0].device_kind, (64, 128)))
-  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
+  version = common.jax_version()
   monkeypatch.setattr(stream_population_mgpu, "CHECKED", (version,))
   cfg = config.Config(impl="pallas")
   path = lambda per_device=64, **kw: population_run._population_cfg(

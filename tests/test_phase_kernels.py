@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from jaxshallow import mlp, models, synthetic
+from pallas_kernels import common
 from pallas_kernels.fused import grid_regression_mgpu, tile_regression_mgpu
 from kernel_checks import float64_steps
 
@@ -28,7 +29,7 @@ LOWERS_FROM = {"grid_regression": (0, 11), "tile_regression": (0, 10)}
 @pytest.mark.parametrize("steps", [1, 3])
 def test_kernel_lowers(name, steps):
   kernel, widths = KERNELS[name]
-  if tuple(int(v) for v in jax.__version__.split(".")[:2]) < LOWERS_FROM[name]:
+  if common.jax_version() < LOWERS_FROM[name]:
     pytest.skip("jax 0.10's Mosaic GPU lowers no concatenate in Lane semantics: not taken")
   f32 = jnp.float32
   shapes = ([(a, b) for a, b in zip(widths[:-2], widths[1:-1])] + [(widths[-2],)]

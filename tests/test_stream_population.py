@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from jaxshallow import mlp, models, train
+from pallas_kernels import common
 from pallas_kernels.fused import stream_population_mgpu as k
 
 SIZES = (784, 256, 10)
@@ -140,7 +141,7 @@ def test_population_refuses_the_stream_path_in_one_line(monkeypatch):
   monkeypatch.setattr(stream_population_mgpu, "CHECKED", ((0, 1),))
   with pytest.raises(ValueError, match=f"checked on a GPU with jax 0.1, not {jax.__version__}"):
     run(params)
-  version = tuple(int(v) for v in jax.__version__.split(".")[:2])
+  version = common.jax_version()
   monkeypatch.setattr(stream_population_mgpu, "CHECKED", (version,))
   with pytest.raises(ValueError, match="it takes batch 64, not 32"):
     run(params, batch_size=32)
