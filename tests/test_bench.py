@@ -56,25 +56,51 @@ def test_bench_quick(real_data_dir, tmp_path):
   assert results["meta"]["jax"] and results["meta"]["device"]
 
 
+# One point of each model and of each path the CPU takes (the MLP family's grid epoch kernel
+# with SGD and with Adam's state, softmax regression, a deeper regression net, the CNN's step
+# kernels): every other point trains the same kernels at other shapes, each tested with its
+# kernel's own tests, and compiling all 32 in interpret mode took 268 s of the suite's 1011.
+QUICK_POINTS = ["mlp reference", "mlp adam", "softmax regression", "regression hidden 256-256",
+                "cnn adam"]
+
+
 def test_grid_quick(real_data_dir, tmp_path):
-  """benchmarks.bench --grid --quick: every point of the grid, xla beside pallas, in the table
-  and the JSON with finite times, a path and a score (two seeds for the accuracy's mean)."""
-  from benchmarks import grid
+  """benchmarks.bench --grid --quick at QUICK_POINTS: xla beside pallas, in the table and the
+  JSON with finite times, a path and a score (two seeds for the accuracy's mean)."""
   out = tmp_path / "grid"
   env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
   p = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--grid", "--quick",
-                      "--seeds=0,1", "--plots=false", f"--out_dir={out}"],
+                      "--seeds=0,1", "--plots=false", f"--points={','.join(QUICK_POINTS)}",
+                      f"--out_dir={out}"],
                      cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
   rows = json.loads((out / "grid.json").read_text())["rows"]
-  assert [r["point"] for r in rows] == [pt.name for pt in grid.GRID]
-  paths = {"op kernels", "step kernels", "epoch kernel (grid)", "cluster kernel"}
+  assert [r["point"] for r in rows] == QUICK_POINTS
   for r in rows:
-    assert math.isfinite(r["speedup"]) and r["speedup"] > 0 and r["path"] in paths, r
+    assert math.isfinite(r["speedup"]) and r["speedup"] > 0 and r["path"] in CPU_PATHS, r
     assert r["seeds"] == 2 and r["xla_score"] is not None and r["pallas_score"] is not None, r
   md = (out / "GRID.md").read_text()
-  assert len([l for l in md.splitlines() if l.startswith("| ")]) == len(grid.GRID) + 1
+  assert len([l for l in md.splitlines() if l.startswith("| ")]) == len(QUICK_POINTS) + 1
   assert "geometric mean" in md
+
+
+CPU_PATHS = {"op kernels", "step kernels", "epoch kernel (grid)", "cluster kernel"}
+
+
+def test_every_grid_point_has_a_quick_form_and_a_path():
+  """Every point of the grid (not only QUICK_POINTS) resolves, for xla and pallas, to a valid
+  tiny configuration with the point's own changes and a Pallas path the CPU runs."""
+  from benchmarks import grid
+  from jaxshallow import paths
+  assert len(set(p.name for p in grid.GRID)) == len(grid.GRID) == 32
+  for point in grid.GRID:
+    for impl in ("xla", "pallas"):
+      cfg = paths.resolve(grid.config_of(point, impl, quick=True))
+      assert cfg.impl == impl and cfg.epochs == 1, (point.name, cfg)
+      for field, value in point.settings:
+        if field not in ("hidden", "dataset"):  # (the quick form cuts widths and data sets)
+          assert getattr(cfg, field) == value, (point.name, field)
+    assert paths.describe(cfg) in CPU_PATHS, (point.name, paths.describe(cfg))
 
 
 def test_grid_points_refuse_unknown_names():

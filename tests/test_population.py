@@ -125,9 +125,13 @@ SWEEP = ["-m", "experiments.sweep", "--model=regression", "--dataset=small", "--
          "--seeds=0-2", "--lrs=0.01,0.02"]
 
 
+def _xla_flags(devices: int) -> str:
+  """XLA_FLAGS with ``devices`` host devices, the suite's other flags kept (conftest)."""
+  return f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+
+
 def _run(args, devices=1, check=True, **env):
-  env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-         "PYTHONPATH": ROOT, **env}
+  env = {**os.environ, "XLA_FLAGS": _xla_flags(devices), "PYTHONPATH": ROOT, **env}
   p = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                      timeout=600)
   if check:
@@ -268,8 +272,7 @@ def test_two_processes_train_one_population(tmp_path):
   population over four devices, reported by process 0 with the scores of one process."""
   _run(SWEEP + [f"--out={tmp_path}/one.json"], devices=1)
   port = _free_port()
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-         "PYTHONPATH": ROOT}
+  env = {**os.environ, "XLA_FLAGS": _xla_flags(2), "PYTHONPATH": ROOT}
   procs = [subprocess.Popen(
       [sys.executable, *SWEEP, f"--coordinator_address=localhost:{port}", "--num_processes=2",
        f"--process_id={i}", f"--out={tmp_path}/p{i}.json"],
