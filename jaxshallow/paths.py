@@ -249,14 +249,14 @@ def population(cfg, per_device: int) -> Path:
   return _without_triton(cfg, fits and ("stream" if _streams(cfg, w, per_device) else "cluster"))
 
 
-# Members a device where the streamed kernel beat a cluster a member on H200s (populations.md).
-STREAM_MEASURED = ("NVIDIA H200", (64, 128, 256, 512))
+# Members a device where the streamed kernel beat a cluster a member, by GPU (populations.md).
+STREAM_MEASURED = {"NVIDIA H200": (64, 128, 256, 512),
+                   "NVIDIA H100 80GB HBM3": (64, 128, 256, 512)}
 
 
 def _streams(cfg, w, per_device: int) -> bool:
-  kind, sizes = STREAM_MEASURED
+  sizes = STREAM_MEASURED.get(jax.devices()[0].device_kind, ())
   return (per_device in sizes and cfg.precision == "float32"
-          and jax.devices()[0].device_kind == kind
           and fused_population.stream_problem(cfg.model, w, cfg.optimizer, cfg.batch_size,
                                               bool(cfg.bias)) is None)
 

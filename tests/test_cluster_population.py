@@ -85,7 +85,7 @@ def test_population_path_takes_the_cluster_kernel_where_it_can(monkeypatch):
   from pallas_kernels.fused import stream_population_mgpu
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
   monkeypatch.setattr(cluster_mlp_mgpu, "lowers", lambda: None)
-  monkeypatch.setattr(paths, "STREAM_MEASURED", (jax.devices()[0].device_kind, (64, 128)))
+  monkeypatch.setattr(paths, "STREAM_MEASURED", {jax.devices()[0].device_kind: (64, 128)})
   version = common.jax_version()
   monkeypatch.setattr(stream_population_mgpu, "CHECKED", (version,))
   cfg = config.Config(impl="pallas")
@@ -103,9 +103,9 @@ def test_population_path_takes_the_cluster_kernel_where_it_can(monkeypatch):
   assert path(hidden=(512,)) != "cluster"
   monkeypatch.setattr(jax, "device_count", lambda: 2)  # Several GPUs: each its own 64 members
   assert path(64) == "stream"
-  monkeypatch.setattr(paths, "STREAM_MEASURED", ("another GPU", (64, 128)))
+  monkeypatch.setattr(paths, "STREAM_MEASURED", {"another GPU": (64, 128)})
   assert path(64) == "cluster"
-  monkeypatch.setattr(paths, "STREAM_MEASURED", (jax.devices()[0].device_kind, (64, 128)))
+  monkeypatch.setattr(paths, "STREAM_MEASURED", {jax.devices()[0].device_kind: (64, 128)})
   monkeypatch.setattr(stream_population_mgpu, "CHECKED", ())
   assert path(64) == "cluster"
 
