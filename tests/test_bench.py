@@ -84,12 +84,13 @@ def test_grid_quick(real_data_dir, tmp_path):
   assert "geometric mean" in md
 
 
-CPU_PATHS = {"op kernels", "step kernels", "epoch kernel (grid)", "cluster kernel"}
+CPU_PATHS = {"op kernels", "step kernels", "epoch kernel (grid)"}
 
 
 def test_every_grid_point_has_a_quick_form_and_a_path():
   """Every point of the grid (not only QUICK_POINTS) resolves, for xla and pallas, to a valid
-  tiny configuration with the point's own changes and a Pallas path the CPU runs."""
+  tiny configuration with the point's own changes, and its quick form to a Pallas path the CPU
+  runs (the GPU's paths are chosen at full widths: the grid's own runs show those)."""
   from benchmarks import grid
   from jaxshallow import paths
   assert len(set(p.name for p in grid.GRID)) == len(grid.GRID) == 32
@@ -100,7 +101,8 @@ def test_every_grid_point_has_a_quick_form_and_a_path():
       for field, value in point.settings:
         if field not in ("hidden", "dataset"):  # (the quick form cuts widths and data sets)
           assert getattr(cfg, field) == value, (point.name, field)
-    assert paths.describe(cfg) in CPU_PATHS, (point.name, paths.describe(cfg))
+      if impl == "pallas":
+        assert paths.describe(cfg) in CPU_PATHS, (point.name, paths.describe(cfg))
 
 
 def test_grid_points_refuse_unknown_names():

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+import forkrun
 from conftest import ROOT
 
 REQUIRED = ["impl", "model", "dataset", "epochs", "batch_size", "lr", "seed", "device",
@@ -16,10 +17,19 @@ REQUIRED = ["impl", "model", "dataset", "epochs", "batch_size", "lr", "seed", "d
             "test_loss", "test_accuracy"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def server():
+  """The scripts run through a forking server (``forkrun``): each command a process of its own,
+  without importing jax again."""
+  global SERVER
+  with forkrun.Server({**os.environ, "PYTHONPATH": str(ROOT)}, ROOT) as SERVER:
+    yield SERVER
+
+
 def run_cli(*args, env=None, script="experiments.mnist"):
-  env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
-  return subprocess.run([sys.executable, "-m", script, *args], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)
+  """``python -m script *args`` with ``env`` added: its exit code, stdout and stderr."""
+  code, out, err = SERVER.run(script, args, env or {})
+  return subprocess.CompletedProcess([script, *args], code, out, err)
 
 
 @pytest.mark.parametrize("impl", ["xla", "numpy"])
