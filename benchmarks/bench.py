@@ -37,7 +37,7 @@ import tempfile
 import numpy as np
 from absl import flags
 
-from benchmarks import end_to_end, grid, torch_peer
+from benchmarks import end_to_end, grid, quick, torch_peer
 from experiments import guard_flags
 from jaxshallow import compile_cache, files, ops, paths
 from jaxshallow.run import cli, config, runner, trainers
@@ -615,23 +615,13 @@ def check_flags() -> list[int]:
   return seeds
 
 
-def quick_compiles() -> None:
-  """XLA at its lowest optimisation level (LLVM's backend), for --quick: on the CPU most of the
-  quick grid's time was XLA compiling the interpreted kernels (the CNN's step 4.3 s against 2.7
-  at the lowest level). XLA reads XLA_FLAGS when jax starts its first backend, so this runs
-  before anything touches a device; a level the user set is kept."""
-  flags_now = os.environ.get("XLA_FLAGS", "")
-  if "xla_backend_optimization_level" not in flags_now:
-    os.environ["XLA_FLAGS"] = f"{flags_now} --xla_backend_optimization_level=0".strip()
-
-
 def main(argv):
   del argv
   if _MERGE.value:
     return merge_grids(_MERGE.value)
   seeds = check_flags()
   if _QUICK.value:  # A structural check, whose times mean nothing: XLA's shortest compiles
-    quick_compiles()
+    quick.lowest_cpu_level()
   # The tables' compile times are cold; --end_to_end measures the compilation cache.
   os.environ.setdefault(compile_cache.ENV_VAR, "off")
   notes, impls = [], [] if _GRID.value else list(_IMPLS.value)

@@ -3,6 +3,8 @@ import pathlib
 
 import pytest
 
+from benchmarks import quick
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -20,11 +22,6 @@ def real_data_dir():
 # in a temporary folder.
 os.environ["JAXSHALLOW_COMPILATION_CACHE"] = "off"
 
-# XLA's CPU backend at its lowest optimisation level (LLVM's), as benchmarks.bench --quick does:
-# most of the suite's time is XLA compiling interpret-mode kernels, each run a few times on tiny
-# inputs. On 2026-12-05 (2 cores, jax 0.12.0.1) its tests but the quick grid took 1446 s of the
-# workers' time against 1689 s at the default level, all passing. Set before any test starts a
-# backend; subprocesses inherit it; a level the user set is kept.
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                             " --xla_backend_optimization_level=0").strip()
+# XLA's CPU backend at its lowest optimisation level, as bench --quick runs: most of the suite's
+# time is XLA compiling interpret-mode kernels (benchmarks.quick says what it saved).
+quick.lowest_cpu_level()

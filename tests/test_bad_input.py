@@ -216,10 +216,22 @@ def test_the_table_covers_every_script():
   on_disk = {f"{d}.{f[:-3]}" for d in ("experiments", "benchmarks", "probes")
              for f in os.listdir(ROOT / d) if f.endswith(".py") and not f.startswith("_")}
   helpers = {"experiments.config_flags", "experiments.distributed_flags",
-             "experiments.guard_flags", "benchmarks.grid", "benchmarks.torch_peer", "probes.hopper",
+             "experiments.guard_flags", "benchmarks.grid", "benchmarks.quick",
+             "benchmarks.torch_peer", "probes.hopper",
              "probes.weight_stream_kernel"}  # modules, not scripts
   assert on_disk - helpers <= scripts, on_disk - helpers - scripts
   assert len(CASES) >= 60
+
+
+def cpu_env() -> dict:
+  """The scripts' environment: this project importable, jax on the CPU."""
+  return {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+
+
+def python_m(script: str, args) -> subprocess.CompletedProcess:
+  """A real ``python -m script *args``, to hold the forking server against."""
+  return subprocess.run([sys.executable, "-m", script, *args], cwd=ROOT, env=cpu_env(),
+                        capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -227,8 +239,7 @@ def server():
   """One forking server a test worker (``forkrun``): each case still runs as ``python -m``
   in a process of its own, without importing jax again (170 cases took 179 s as fresh
   processes on a 2-core machine, 27 s this way)."""
-  env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
-  with forkrun.Server(env, ROOT) as s:
+  with forkrun.Server(cpu_env(), ROOT) as s:
     yield s
 
 
@@ -262,9 +273,7 @@ def _without_log_lines(err: str) -> str:
 @pytest.mark.parametrize("script,args,message", COMPARED, ids=[s for s, _, _ in COMPARED])
 def test_the_server_runs_a_script_as_python_m_does(script, args, message, server):
   """The harness against a real ``python -m``: the same exit code, stdout and stderr."""
-  env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
-  real = subprocess.run([sys.executable, "-m", script, *args], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=300)
+  real = python_m(script, args)
   code, out, err = server.run(script, args, {})
   assert (code, out, _without_log_lines(err)) == (
       real.returncode, real.stdout, _without_log_lines(real.stderr)), args
@@ -280,9 +289,7 @@ def test_the_server_reports_tracebacks_timeouts_and_help(server, tmp_path):
   (tmp_path / "slow.py").write_text("import time; time.sleep(60)\n")
   with pytest.raises(TimeoutError):
     server.run("slow", [], {}, path=[tmp_path], timeout=1)
-  env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
-  real = subprocess.run([sys.executable, "-m", M, "--helpshort"], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=300)
+  real = python_m(M, ["--helpshort"])
   assert server.run(M, ["--helpshort"], {})[:2] == (real.returncode, real.stdout)
   with pytest.raises(ValueError, match="JAX_ENABLE_X64"):
     server.run(M, [], {"JAX_ENABLE_X64": "1"})
