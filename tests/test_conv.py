@@ -66,3 +66,27 @@ def test_relu_gradient_at_zero_is_zero_in_every_impl():
   for f in (ops.dense, lambda *a, relu: dense_lib.dense(*a, relu=relu, interpret=True)):
     g = jax.grad(lambda b: f(x2, w2, b, relu=True).sum())(np.zeros(4, np.float32))
     assert np.all(np.asarray(g) == 0)
+
+
+@pytest.mark.parametrize("n,h,w_,cin,cout,k", [(3, 9, 11, 5, 7, 3), (2, 7, 6, 1, 16, 3),
+                                               (1, 6, 5, 3, 2, 2)])
+def test_xla_cpu_convolution_gradients_equal_lax_rules(n, h, w_, cin, cout, k):
+  """On the CPU the xla impl's convolution takes its gradients as forward convolutions
+  (ops._conv_cpu; jax-ml/jax#12868): in float64 they equal lax's own transpose rules, and in
+  float32 they are within float32's bound of them, non-square images and kernels included."""
+  rng = np.random.default_rng()
+  x = rng.standard_normal((n, h, w_, cin))
+  kernel = rng.standard_normal((k, k + 1, cin, cout)) / np.sqrt(k * k * cin)
+  dy = rng.standard_normal((n, h - k + 1, w_ - k, cout))
+  hi = jax.lax.Precision.HIGHEST
+  with jax.enable_x64(True):
+    args = [jnp.asarray(a) for a in (x, kernel, dy)]
+    want = jax.vjp(lambda *a: ops._conv(*a, hi), *args[:2])[1](args[2])
+    got = jax.vjp(lambda *a: ops._conv_cpu(*a, hi), *args[:2])[1](args[2])
+    for g, g_want in zip(got, want):
+      assert g.dtype == jnp.float64 and g.shape == g_want.shape
+      assert rel_err(g, g_want) < 1e-13
+  got32 = jax.vjp(lambda *a: ops._conv_cpu(*a, hi), *[a.astype(np.float32) for a in (x, kernel)])[
+      1](dy.astype(np.float32))
+  for g, g_want in zip(got32, want):
+    assert rel_err(g, g_want) < TOL
