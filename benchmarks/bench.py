@@ -84,6 +84,9 @@ _SEEDS = flags.DEFINE_list("seeds", ["0"], "With --grid: the accuracy is the mea
                            "seeds (timing from the first).")
 _ALTERNATIVES = flags.DEFINE_bool("alternatives", False, "With --grid: also time every other "
                                   "Pallas path that can train each point.")
+_JOBS = flags.DEFINE_integer("jobs", 1, "With --grid --quick: deal the points to this many "
+                             "processes at once (a quick run's times mean nothing) and write one "
+                             "GRID.md from all.")
 _MERGE = flags.DEFINE_list("merge", [], "With --grid: train nothing; write one GRID.md from these "
                            "grid.json files (runs of a few points each, one process a point).")
 
@@ -449,7 +452,8 @@ def grid_summary(rows: list[dict]) -> str:
 def write_grid(results, info, out_dir: pathlib.Path, notes: list[str]) -> list[dict]:
   rows = grid_rows(results)
   out_dir.mkdir(parents=True, exist_ok=True)
-  runner.write_json({"meta": info, "rows": rows, "results": results}, out_dir / "grid.json")
+  runner.write_json({"meta": info, "rows": rows, "results": results, "notes": notes},
+                    out_dir / "grid.json")
   shown = lambda r, v: ("diverged" if v is None else f"{100 * v:.2f} %"
                         if r["metric"] == "test_accuracy" else f"{v:.4g}")
   md = ["# The breadth grid: pallas beside xla\n",
@@ -581,6 +585,35 @@ def merge_grids(files) -> None:
   print(grid_summary(rows))
 
 
+def grid_in_jobs(jobs: int) -> None:
+  """--grid --quick --jobs=N: the points dealt in turn to N processes of this script running at
+  once (the CI's two cores), each writing its grid.json to a temporary folder, then one GRID.md
+  and grid.json in --out_dir with the rows in the grid's order."""
+  import json
+  names = [p.name for p in grid.points(_POINTS.value)]
+  parts = [names[i::jobs] for i in range(jobs) if names[i::jobs]]
+  same = ["--grid", "--quick", f"--seeds={','.join(_SEEDS.value)}", "--plots=false",
+          f"--{'' if _ALTERNATIVES.value else 'no'}alternatives"]
+  same += [f"--data_dir={_DATA_DIR.value}"] if _DATA_DIR.value else []
+  with tempfile.TemporaryDirectory() as tmp:
+    folders = [pathlib.Path(tmp) / str(i) for i in range(len(parts))]
+    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.bench", *same,
+                               f"--points={','.join(part)}", f"--out_dir={folder}"])
+             for part, folder in zip(parts, folders)]
+    failed = [i for i, p in enumerate(procs) if p.wait() != 0]
+    if failed:
+      sys.exit(f"error: {len(failed)} of the {len(parts)} processes failed (their messages above)")
+    runs = [json.loads((folder / "grid.json").read_text()) for folder in folders]
+  results = sorted((row for r in runs for row in r["results"]),
+                   key=lambda row: names.index(row["variant"]))  # Stable: each point's order.
+  notes = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))
+  notes.append(f"{len(parts)} processes at once (--jobs): the times are not measurements")
+  info = dict(runs[0]["meta"], command=" ".join(["python -m benchmarks.bench", *sys.argv[1:]]))
+  rows = write_grid(results, info, out_dir(), notes)
+  print(grid_summary(rows))
+  print(f"wrote {out_dir() / 'GRID.md'}, grid.json")
+
+
 IMPLS = ("numpy", "xla", "pallas", "triton", "torch")
 
 
@@ -606,6 +639,10 @@ def check_flags() -> list[int]:
     except ValueError as e:
       raise config.ConfigError(str(e)) from None
   seeds = cli.ints("seeds", _SEEDS.value, low=0)
+  cli.at_least("jobs", _JOBS.value, 1)
+  if _JOBS.value > 1 and not (_GRID.value and _QUICK.value):
+    raise config.ConfigError("--jobs needs --grid --quick: processes that share the machine time "
+                             "nothing")
   try:
     grid.points(_POINTS.value)
   except ValueError as e:
@@ -624,6 +661,8 @@ def main(argv):
     quick.lowest_cpu_level()
   # The tables' compile times are cold; --end_to_end measures the compilation cache.
   os.environ.setdefault(compile_cache.ENV_VAR, "off")
+  if _JOBS.value > 1:
+    return grid_in_jobs(_JOBS.value)
   notes, impls = [], [] if _GRID.value else list(_IMPLS.value)
   try:
     if "torch" in impls and (why := torch_peer.available()):

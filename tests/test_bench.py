@@ -56,32 +56,35 @@ def test_bench_quick(real_data_dir, tmp_path):
   assert results["meta"]["jax"] and results["meta"]["device"]
 
 
-# One point of each model and of each path the CPU takes (the MLP family's grid epoch kernel
-# with SGD and with Adam's state, softmax regression, a deeper regression net, the CNN's step
-# kernels): every other point trains the same kernels at other shapes, each tested with its
-# kernel's own tests, and compiling all 32 in interpret mode took 268 s of the suite's 1011.
-QUICK_POINTS = ["mlp reference", "mlp adam", "softmax regression", "regression hidden 256-256",
-                "cnn adam"]
+# Three points in two processes (--jobs=2): the MLP family's grid epoch kernel with Adam's
+# state, softmax regression, a deeper regression net. Every point, each kernel path the CPU takes
+# among them, runs in CI after the suite: `benchmarks.bench --grid --quick --jobs=2` (.ci/run).
+QUICK_POINTS = ["mlp adam", "softmax regression", "regression hidden 256-256"]
 
 
 def test_grid_quick(real_data_dir, tmp_path):
-  """benchmarks.bench --grid --quick at QUICK_POINTS: xla beside pallas, in the table and the
-  JSON with finite times, a path and a score (two seeds for the accuracy's mean)."""
+  """benchmarks.bench --grid --quick --jobs=2 at QUICK_POINTS: xla beside pallas, in the table
+  and the JSON in the points' order, with finite times, a path and a score (two seeds for the
+  accuracy's mean), and the note that the processes shared the machine."""
   out = tmp_path / "grid"
   env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-  p = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--grid", "--quick",
+  p = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--grid", "--quick", "--jobs=2",
                       "--seeds=0,1", "--plots=false", f"--points={','.join(QUICK_POINTS)}",
                       f"--out_dir={out}"],
                      cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-  rows = json.loads((out / "grid.json").read_text())["rows"]
+  grid_json = json.loads((out / "grid.json").read_text())
+  rows = grid_json["rows"]
   assert [r["point"] for r in rows] == QUICK_POINTS
+  assert [r["variant"] for r in grid_json["results"]] == [n for n in QUICK_POINTS for _ in "xp"]
   for r in rows:
     assert math.isfinite(r["speedup"]) and r["speedup"] > 0 and r["path"] in CPU_PATHS, r
     assert r["seeds"] == 2 and r["xla_score"] is not None and r["pallas_score"] is not None, r
   md = (out / "GRID.md").read_text()
   assert len([l for l in md.splitlines() if l.startswith("| ")]) == len(QUICK_POINTS) + 1
-  assert "geometric mean" in md
+  assert "geometric mean" in md and "2 processes at once (--jobs)" in md
+  assert "no GPU" in md  # The processes' own notes kept.
+  assert not list(out.glob("*/grid.json"))  # The processes' folders were temporary.
 
 
 CPU_PATHS = {"op kernels", "step kernels", "epoch kernel (grid)"}
