@@ -181,7 +181,8 @@ def semantics():
   in each jax measured on the H100 (one process, the same bits; docs/bench/2026-11-27g_jax012):
   jax 0.11: Warpgroup (its default), 6.75 ms against Lane's 6.98 (784-256-10; compile 7.8 s
   against 3.6); jax 0.12: Lane, 6.73 ms against Warpgroup's 6.83 (compile 3.1 s against 4.9).
-  jax 0.10: Lane (its default; not run on a GPU)."""
+  jax 0.11's Warpgroup also at batch 256, 512 and 784-2048-10 (Lane 2-9 % slower there, one H100,
+  docs/bench/2026-12-06a_h100). jax 0.10: Lane (its default; not run on a GPU)."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
   if _jax_version() == (0, 11):
     return plgpu.LoweringSemantics.Warpgroup
