@@ -580,8 +580,9 @@ def merge_grids(files) -> None:
   if len({(r["meta"]["device"], r["meta"]["jax"]) for r in runs}) > 1:
     raise config.ConfigError("the runs to merge come from different devices or jax versions")
   results = [row for r in runs for row in r["results"]]
+  notes = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))  # (runs since 12-06)
   rows = write_grid(results, info, out_dir(),
-                    [f"merged from {len(runs)} runs of one process a point, one device"])
+                    notes + [f"merged from {len(runs)} runs of one process a point, one device"])
   print(grid_summary(rows))
 
 
@@ -593,25 +594,31 @@ def grid_in_jobs(jobs: int) -> None:
   names = [p.name for p in grid.points(_POINTS.value)]
   parts = [names[i::jobs] for i in range(jobs) if names[i::jobs]]
   same = ["--grid", "--quick", f"--seeds={','.join(_SEEDS.value)}", "--plots=false",
-          f"--{'' if _ALTERNATIVES.value else 'no'}alternatives"]
+          f"--{'' if _ALTERNATIVES.value else 'no'}alternatives",
+          f"--{'' if flags.FLAGS.forbid_triton else 'no'}forbid_triton"]
   same += [f"--data_dir={_DATA_DIR.value}"] if _DATA_DIR.value else []
+  # On a GPU each process would take 75 % of its memory at start: they take what they use.
+  env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
   with tempfile.TemporaryDirectory() as tmp:
     folders = [pathlib.Path(tmp) / str(i) for i in range(len(parts))]
     procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.bench", *same,
-                               f"--points={','.join(part)}", f"--out_dir={folder}"])
+                               f"--points={','.join(part)}", f"--out_dir={folder}"], env=env)
              for part, folder in zip(parts, folders)]
     failed = [i for i, p in enumerate(procs) if p.wait() != 0]
-    if failed:
-      sys.exit(f"error: {len(failed)} of the {len(parts)} processes failed (their messages above)")
-    runs = [json.loads((folder / "grid.json").read_text()) for folder in folders]
-  results = sorted((row for r in runs for row in r["results"]),
-                   key=lambda row: names.index(row["variant"]))  # Stable: each point's order.
-  notes = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))
-  notes.append(f"{len(parts)} processes at once (--jobs): the times are not measurements")
-  info = dict(runs[0]["meta"], command=" ".join(["python -m benchmarks.bench", *sys.argv[1:]]))
-  rows = write_grid(results, info, out_dir(), notes)
-  print(grid_summary(rows))
-  print(f"wrote {out_dir() / 'GRID.md'}, grid.json")
+    # A process that failed for a diverged point wrote its grid.json first: those rows too.
+    runs = [json.loads(f.read_text()) for folder in folders
+            if (f := folder / "grid.json").exists()]
+  if runs:
+    results = sorted((row for r in runs for row in r["results"]),
+                     key=lambda row: names.index(row["variant"]))  # Stable: each point's order.
+    notes = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))
+    notes.append(f"{len(parts)} processes at once (--jobs): the times are not measurements")
+    info = dict(runs[0]["meta"], command=" ".join(["python -m benchmarks.bench", *sys.argv[1:]]))
+    rows = write_grid(results, info, out_dir(), notes)
+    print(grid_summary(rows))
+    print(f"wrote {out_dir() / 'GRID.md'}, grid.json")
+  if failed:
+    sys.exit(f"error: {len(failed)} of the {len(parts)} processes failed (their messages above)")
 
 
 IMPLS = ("numpy", "xla", "pallas", "triton", "torch")
@@ -641,8 +648,8 @@ def check_flags() -> list[int]:
   seeds = cli.ints("seeds", _SEEDS.value, low=0)
   cli.at_least("jobs", _JOBS.value, 1)
   if _JOBS.value > 1 and not (_GRID.value and _QUICK.value):
-    raise config.ConfigError("--jobs needs --grid --quick: processes that share the machine time "
-                             "nothing")
+    raise config.ConfigError("--jobs needs --grid --quick: the times of processes that share "
+                             "the machine would mean nothing")
   try:
     grid.points(_POINTS.value)
   except ValueError as e:

@@ -90,3 +90,7 @@ def test_xla_cpu_convolution_gradients_equal_lax_rules(n, h, w_, cin, cout, k):
       1](dy.astype(np.float32))
   for g, g_want in zip(got32, want):
     assert rel_err(g, g_want) < TOL
+  # And the xla impl's conv_relu takes it here (the suite runs on the CPU backend).
+  jaxpr = jax.make_jaxpr(lambda w: ops.conv_relu(x.astype(np.float32), w, 0.0))(
+      kernel.astype(np.float32))
+  assert "custom_vjp_call" in str(jaxpr)
