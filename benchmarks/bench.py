@@ -579,11 +579,17 @@ def merge_grids(files) -> None:
               "runs>; each run: " + runs[0]["meta"]["command"].split(" --points")[0])
   if len({(r["meta"]["device"], r["meta"]["jax"]) for r in runs}) > 1:
     raise config.ConfigError("the runs to merge come from different devices or jax versions")
-  results = [row for r in runs for row in r["results"]]
-  notes = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))  # (runs since 12-06)
+  results, notes = results_and_notes(runs)
   rows = write_grid(results, info, out_dir(),
                     notes + [f"merged from {len(runs)} runs of one process a point, one device"])
   print(grid_summary(rows))
+
+
+def results_and_notes(runs) -> tuple[list, list]:
+  """Several grid.json runs' results one after the other, and their notes, each once (runs
+  before 2026-12-06 kept none)."""
+  return ([row for r in runs for row in r["results"]],
+          list(dict.fromkeys(n for r in runs for n in r.get("notes", []))))
 
 
 def grid_in_jobs(jobs: int) -> None:
@@ -609,9 +615,8 @@ def grid_in_jobs(jobs: int) -> None:
     runs = [json.loads(f.read_text()) for folder in folders
             if (f := folder / "grid.json").exists()]
   if runs:
-    results = sorted((row for r in runs for row in r["results"]),
-                     key=lambda row: names.index(row["variant"]))  # Stable: each point's order.
-    notes = list(dict.fromkeys(n for r in runs for n in r.get("notes", [])))
+    results, notes = results_and_notes(runs)
+    results.sort(key=lambda row: names.index(row["variant"]))  # Stable: each point's order.
     notes.append(f"{len(parts)} processes at once (--jobs): the times are not measurements")
     info = dict(runs[0]["meta"], command=" ".join(["python -m benchmarks.bench", *sys.argv[1:]]))
     rows = write_grid(results, info, out_dir(), notes)

@@ -64,9 +64,9 @@ def dense(x, w, b=None, *, relu: bool = False, precision: str = "float32"):
   return jax.nn.relu(y) if relu else y
 
 
-def _conv(x, w, precision):
+def _conv(x, w, **kw):
   return lax.conv_general_dilated(x, w, (1, 1), "VALID",
-                                  dimension_numbers=("NHWC", "HWIO", "NHWC"), precision=precision)
+                                  dimension_numbers=("NHWC", "HWIO", "NHWC"), **kw)
 
 
 # XLA's CPU backend leaves the gradients' convolutions of lax's transpose rules in layouts its
@@ -77,11 +77,11 @@ def _conv(x, w, precision):
 # GPU's program stays lax's own (its StableHLO unchanged).
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def _conv_cpu(x, w, precision):
-  return _conv(x, w, precision)
+  return _conv(x, w, precision=precision)
 
 
 def _conv_cpu_fwd(x, w, precision):
-  return _conv(x, w, precision), (x, w)
+  return _conv(x, w, precision=precision), (x, w)
 
 
 def _conv_cpu_bwd(precision, res, g):
@@ -89,9 +89,9 @@ def _conv_cpu_bwd(precision, res, g):
   kh, kw = w.shape[:2]
   # dx: g padded by the kernel's size less one, against the kernel flipped, its channels swapped.
   g_full = jnp.pad(g, ((0, 0), (kh - 1, kh - 1), (kw - 1, kw - 1), (0, 0)))
-  dx = _conv(g_full, jnp.flip(w, (0, 1)).transpose(0, 1, 3, 2), precision)
+  dx = _conv(g_full, jnp.flip(w, (0, 1)).transpose(0, 1, 3, 2), precision=precision)
   # dw: the batch as the summed channel, x as (C_in, H, W, B) against g as (H', W', B, C_out).
-  dw = _conv(x.transpose(3, 1, 2, 0), g.transpose(1, 2, 0, 3), precision)
+  dw = _conv(x.transpose(3, 1, 2, 0), g.transpose(1, 2, 0, 3), precision=precision)
   return dx, dw.transpose(1, 2, 0, 3)
 
 
@@ -100,13 +100,10 @@ _conv_cpu.defvjp(_conv_cpu_fwd, _conv_cpu_bwd)
 
 def conv_relu(x, w, b, *, precision: str = "float32"):
   (x, w), kw = _product_args(precision, x, w)
-  if precision == "bfloat16":  # Mixed dtypes: lax's own rules.
-    y = lax.conv_general_dilated(x, w, (1, 1), "VALID",
-                                 dimension_numbers=("NHWC", "HWIO", "NHWC"), **kw)
-  elif jax.default_backend() == "cpu":
+  if precision != "bfloat16" and jax.default_backend() == "cpu":  # (bfloat16: mixed dtypes)
     y = _conv_cpu(x, w, kw["precision"])
   else:
-    y = _conv(x, w, kw["precision"])
+    y = _conv(x, w, **kw)
   # jax.nn.relu, not jnp.maximum(., 0): at exactly 0 its gradient is 0, as in the Pallas and NumPy
   # backward passes, where jnp.maximum's is 1/2. A zero bias on a blank 3x3 patch gives exact 0s.
   return jax.nn.relu(y + b)

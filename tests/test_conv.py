@@ -81,7 +81,7 @@ def test_xla_cpu_convolution_gradients_equal_lax_rules(n, h, w_, cin, cout, k):
   hi = jax.lax.Precision.HIGHEST
   with jax.enable_x64(True):
     args = [jnp.asarray(a) for a in (x, kernel, dy)]
-    want = jax.vjp(lambda *a: ops._conv(*a, hi), *args[:2])[1](args[2])
+    want = jax.vjp(lambda *a: ops._conv(*a, precision=hi), *args[:2])[1](args[2])
     got = jax.vjp(lambda *a: ops._conv_cpu(*a, hi), *args[:2])[1](args[2])
     for g, g_want in zip(got, want):
       assert g.dtype == jnp.float64 and g.shape == g_want.shape

@@ -1,6 +1,7 @@
-"""grid_regression_mgpu's step in its ``early`` form (the kernel's docstring; call 2 ran a first
-form, call 3 the second) against the kernel before (early=False), alternating in one process;
-and whether both give the same bits. Checkout root, PYTHONPATH=., a Hopper GPU."""
+"""grid_regression_mgpu's step in its ``early`` form against the kernel before (early=False),
+alternating in one process; and whether both give the same bits. Needs the kernel with
+``late_w1.patch`` (beside this script: call 4's form; calls 2 and 3 ran earlier forms, not kept)
+applied: main's kernel has no ``early``. Checkout root, PYTHONPATH=., a Hopper GPU."""
 import jax
 import jax.numpy as jnp
 import numpy as np
