@@ -298,6 +298,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
    small_done, barrier, columns, inbox, logits_in, *other_small) = refs
   x, stage = x if rowgroups > 1 else (x, None)
   f32 = jnp.float32
+  # The GPU's loads in Warpgroup semantics with their layouts given (``dense_mgpu.load``).
+  load = functools.partial(_load, fixed=ptx and semantics() == plgpu.LoweringSemantics.Warpgroup)
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")
@@ -340,7 +342,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     return lax.broadcast_in_dim(v, (BATCH, LANES), [1])
 
   def entry(v, k):  # v[k] in every row (k may be traced): (16,) by_col -> (64,) by_row
-    return jnp.sum(cols(v * _load(eye.at[k], by_col)), axis=1)
+    return jnp.sum(cols(v * load(eye.at[k], by_col)), axis=1)
 
   def tile(j):  # Inputs 64j .. 64j + 63.
     return pl.ds(64 * j, 64)
@@ -362,7 +364,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     return w0p.at[tile(j), pl.ds(UNITS * p, UNITS)]
 
   def w0_tile(j):  # W0's tile j in float32: its three parts added up, exactly
-    return functools.reduce(jnp.add, [_load(w0_part(j, p), plgpu.Layout.WGMMA).astype(f32)
+    return functools.reduce(jnp.add, [load(w0_part(j, p), plgpu.Layout.WGMMA).astype(f32)
                                       for p in range(3)])
 
   def part_sum(a):  # (64, 16 parts) -> (64, 16): the products of the parts added up
@@ -392,8 +394,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       fetch_x(0, j)
     for i in range(3):
       plgpu.barrier_wait(tma.at[i])
-    w1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
-    b1 = _load(small.at[ROW_B1], by_col)
+    w1 = tuple(load(small.at[k], by_col) for k in range(CLASSES))  # W1[units, k]
+    b1 = load(small.at[ROW_B1], by_col)
     return w1, b1, held(0, split), pass_sums(0, split)
 
   def small_grads(h, dlogits):
@@ -402,9 +404,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     With d = dL/dlogits as (64, 16) and a column of ones beside it, [d | 1]^T [h | d] holds
     dW1[units]^T in its first 10 rows and db1 in row ONES. Every part of each side is taken
     (for float32, 3 x 3 products), so the products are exact and only their sums round."""
-    d = functools.reduce(jnp.add, [rows(v) * cols(_load(eye.at[k], by_col))
+    d = functools.reduce(jnp.add, [rows(v) * cols(load(eye.at[k], by_col))
                                    for k, v in enumerate(dlogits)])
-    a = d + cols(_load(eye.at[ONES], by_col))
+    a = d + cols(load(eye.at[ONES], by_col))
     for p, bits in enumerate(split3(a)[:parts]):  # [d | 1]^T: rows 16p .. 16p + 15 of the lhs
       lhs.at[:, pl.ds(LANES * p, LANES)][...] = bits
     for q, (hq, dq) in enumerate(list(zip(split3(h), split3(d)))[:parts]):
@@ -423,7 +425,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     sync()  # The rows of a part are in another warp: through shared memory.
 
     def row(r, start):  # Row r's 16 columns from start, every part's row added up
-      return functools.reduce(jnp.add, [_load(sums.at[LANES * p + r, pl.ds(start, 16)], by_col)
+      return functools.reduce(jnp.add, [load(sums.at[LANES * p + r, pl.ds(start, 16)], by_col)
                                         for p in range(parts)])
     return [row(k, 0) for k in range(CLASSES)], row(ONES, UNITS)
 
@@ -438,7 +440,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     there spilled.)"""
     if passes == 1:
       return ()
-    return tuple(_load(w0_part(j, 0), plgpu.Layout.WGMMA).astype(f32)
+    return tuple(load(w0_part(j, 0), plgpu.Layout.WGMMA).astype(f32)
                  for j in range(first, last))
 
   def backward_tile(s, j, w, total=None):
@@ -462,7 +464,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     else:  # The same, but in a step's last pass once the clusters' sums are in (``combine``)
       pl.when(jnp.logical_and(s + 1 < steps, jnp.logical_not(pass_of(s)[1])))(
           lambda: fetch_x(s + 1, j))
-    rate = lr if lr is not None else cols(_load(small.at[ROW_LR], by_col))
+    rate = lr if lr is not None else cols(load(small.at[ROW_LR], by_col))
     if passes == 1:
       new = (w0_tile(j) if w is None else w) - rate * grad / 255.0  # as the twin rounds it
       for p, bits in enumerate(split3(new)[:3 if w is None else parts]):
@@ -515,7 +517,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     and each tile's next x comes in as soon as its sums are read."""
     wg, step = (0 if first == 0 else 1), lax.div(s, rows_passes)
     slot = lax.rem(step, 2)  # Written again two steps later, after every reader's next barrier
-    rate = lr if lr is not None else cols(_load(small.at[ROW_LR], by_col))
+    rate = lr if lr is not None else cols(load(small.at[ROW_LR], by_col))
     sum_rows = list(range(CLASSES)) + [ROW_B1]
     totals = list(totals)
     for r in range(rounds):
@@ -540,7 +542,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       final = r == rounds - 1
       for i, j in enumerate(range(first, last)):
         plgpu.barrier_wait(x_tiles.at[j])
-        totals[i] = totals[i] + _load(stage.at[j, 1], plgpu.Layout.WGMMA)
+        totals[i] = totals[i] + load(stage.at[j, 1], plgpu.Layout.WGMMA)
         if final:
           for p, bits in enumerate(split3(w0_tile(j) - rate * totals[i] / 255.0)):
             w0_part(j, p)[...] = bits
@@ -548,7 +550,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
           pl.when(s + 1 < steps)(functools.partial(fetch_x, s + 1, j))
       if wg == 0:  # W1's and b1's sums, added the same way (every thread loads, then stores)
         plgpu.barrier_wait(tma.at[4])
-        added = [_load(small.at[row], by_col) + _load(other_small[0].at[row], by_col)
+        added = [load(small.at[row], by_col) + load(other_small[0].at[row], by_col)
                  for row in sum_rows]
         sync()
         for row, total in zip(sum_rows, added):
@@ -592,7 +594,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     grid_barrier.share(counter.at[0], (s + 1) * CLASSES * groups, columns.at[CLASSES],
                        group_sums.at[parity, m, c], group_sums.at[parity, :, c],
                        inbox.at[pl.ds(0, groups)], tma.at[4])
-    return functools.reduce(jnp.add, [_load(inbox.at[g], by_row) for g in range(groups)])
+    return functools.reduce(jnp.add, [load(inbox.at[g], by_row) for g in range(groups)])
 
   def exchange_global(s, parity, b1):
     """``exchange`` without a cluster (``flat``): the same sums in the same order, through
@@ -620,7 +622,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       plgpu.barrier_wait(tma.at[4])
 
     def add_up(n):  # The inbox's rows 0 .. n - 1, in order
-      return functools.reduce(jnp.add, [_load(inbox.at[i], by_row) for i in range(n)])
+      return functools.reduce(jnp.add, [load(inbox.at[i], by_row) for i in range(n)])
 
     with jax.named_scope("exchange_1"):
       send(columns.at[pl.ds(0, CLASSES)], parts.at[parity, m, c])
@@ -643,7 +645,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     with jax.named_scope("exchange_2"):
       read(logits.at[parity, m], logits_in.at[pl.ds(0, CLASSES)])
     with jax.named_scope("read_logits"):
-      return [_load(logits_in.at[k], by_row) for k in range(CLASSES)]
+      return [load(logits_in.at[k], by_row) for k in range(CLASSES)]
 
   def exchange(s, parity, b1):
     """The logits from the CTAs' partial logits (``columns`` 0 .. 9): CTA k < 10 adds up class
@@ -664,13 +666,13 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       def _():
         with jax.named_scope("sum_class"):
           by_parity(parity, lambda p: cluster_push.wait(bars, 0, p))
-          add_up([_load(inbox.at[peer], by_row) for peer in range(CTAS)])
+          add_up([load(inbox.at[peer], by_row) for peer in range(CTAS)])
           plgpu.commit_smem()
           cluster_push.broadcast(columns.at[CLASSES], logits_in, bars, 1, CTAS)
       with jax.named_scope("exchange_2"):
         by_parity(parity, lambda p: cluster_push.wait(bars, 1, p))
       with jax.named_scope("read_logits"):
-        return [_load(logits_in.at[k], by_row) for k in range(CLASSES)]
+        return [load(logits_in.at[k], by_row) for k in range(CLASSES)]
 
     # Pulled (Mosaic GPU's interpreter, which runs no PTX): each CTA reads its peers' memory
     # after a cluster barrier.
@@ -678,10 +680,10 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 
     @pl.when(c < CLASSES)
     def _():  # All 16 reads first (in flight together), then added up in CTA order.
-      add_up([_load(plgpu.cluster_ref(columns.at[c], {"cta": peer}), by_row)
+      add_up([load(plgpu.cluster_ref(columns.at[c], {"cta": peer}), by_row)
               for peer in range(CTAS)])
     by_parity(parity, lambda p: meet(2 + p))
-    return [_load(plgpu.cluster_ref(columns.at[CLASSES], {"cta": k}), by_row)
+    return [load(plgpu.cluster_ref(columns.at[CLASSES], {"cta": k}), by_row)
             for k in range(CLASSES)]
 
   def step(s, parity, carry):
@@ -690,7 +692,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       z = forward(0, split)
       if warpgroups == 2:
         plgpu.barrier_wait(w0_done)  # The second warpgroup's tiles updated, their part of z in
-        z = z + _load(zb, plgpu.Layout.WGMMA)
+        z = z + load(zb, plgpu.Layout.WGMMA)
       z = z / 255.0  # b0 included: it is W0's row 784, times x's 255
     with jax.named_scope("partials"):
       h = jnp.maximum(z, 0.0)
@@ -699,7 +701,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     logits = (exchange_global if flat else exchange)(s, parity, b1)
     plgpu.barrier_wait(tma.at[3])  # The labels
     with jax.named_scope("softmax"):
-      labels = [_load(onehot.at[k], by_row).astype(f32) for k in range(CLASSES)]
+      labels = [load(onehot.at[k], by_row).astype(f32) for k in range(CLASSES)]
       top = functools.reduce(jnp.maximum, logits)
       e = [jnp.exp(v - top) for v in logits]
       total = functools.reduce(jnp.add, e)
@@ -735,7 +737,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     if rowgroups == 1:  # (With rowgroups > 1 after W1's sums: ``combine`` sends them.)
       with jax.named_scope("backward_w0"):
         ws, w0_sums = update_w0(s, 0, split, ws, w0_sums)
-    rate = lr if lr is not None else _load(small.at[ROW_LR], by_col)
+    rate = lr if lr is not None else load(small.at[ROW_LR], by_col)
     if passes == 1:
       w1 = tuple(w - rate * d for w, d in zip(w1, dw1))
       return w1, b1 - rate * db1, ws, ()
@@ -747,7 +749,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
     # them: every thread loads before any stores (``sync``), else a late warp could load a row
     # already updated and add this pass's gradient twice.
     sum_rows = list(range(CLASSES)) + [ROW_B1]
-    so_far = [_load(small.at[row], by_col) for row in sum_rows]
+    so_far = [load(small.at[row], by_col) for row in sum_rows]
     sync()
     totals = [choose(is_first, g, t + g) for t, g in zip(so_far, list(dw1) + [db1])]
     for row, total in zip(sum_rows, totals):
@@ -758,8 +760,8 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
         ws, w0_sums = update_w0(s, 0, split, ws, w0_sums)
       # All clusters' sums, in ``small`` after ``combine`` (only the last pass's count)
       sync()
-      dw1 = tuple(_load(small.at[k], by_col) for k in range(CLASSES))
-      db1 = _load(small.at[ROW_B1], by_col)
+      dw1 = tuple(load(small.at[k], by_col) for k in range(CLASSES))
+      db1 = load(small.at[ROW_B1], by_col)
     w1 = tuple(choose(is_last, w - rate * d, w) for w, d in zip(w1, dw1))
     return w1, choose(is_last, b1 - rate * db1, b1), ws, w0_sums
 
