@@ -121,7 +121,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
-from pallas_kernels.mgpu import cluster_push, grid_barrier
+from pallas_kernels.mgpu import cluster_push, grid_barrier, layout_search
 from pallas_kernels.ops import dense_mgpu
 from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
 
@@ -843,6 +843,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   # Barriers between a warpgroup's threads where they hand data over (sync, commit_smem), not
   # around every store to shared memory (about 190 a step, counted in the code): a faster step.
   params = {"unsafe_no_auto_barriers": True, "lowering_semantics": semantics()}
+  layout_search.install()  # jax 0.11's inference (Warpgroup), the same answer sooner
   if profile_dir:  # Each scope takes 4 entries a step, the header 3.
     params.update(profile_space=4 * len(PHASES) * steps + 8, profile_dir=profile_dir)
   f32, bf16 = jnp.float32, jnp.bfloat16
