@@ -54,6 +54,7 @@ from jax.experimental import pallas as pl
 
 from pallas_kernels import common
 from pallas_kernels.fused import cluster_mlp_mgpu
+from pallas_kernels.mgpu import layout_search
 from pallas_kernels.ops import dense_mgpu
 from pallas_kernels.ops.dense_mgpu import load as _load, store as _store
 
@@ -252,6 +253,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: tuple | None = No
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   warpgroups = WARPGROUPS
+  layout_search.install()  # jax 0.11's inference (Warpgroup), the same answer sooner
   tiles = (plgpu.TilingTransform((8, 16)), plgpu.SwizzleTransform(32))
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, warpgroups=warpgroups,
