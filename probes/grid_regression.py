@@ -5,6 +5,7 @@
   python -m probes.grid_regression              # us a step
   python -m probes.grid_regression --profile    # and each phase's median, over the 64 CTAs
   python -m probes.grid_regression --kernel=tile_regression --floor   # and without products
+  python -m probes.grid_regression --kernel=tile_regression --fetches  # and with a third of them
 
 The cost of a step is the difference between launches of ``--steps`` and 100 steps over the
 difference in steps (median of ``--repeats`` each), so the launch drops out. Its numbers are
@@ -34,6 +35,9 @@ flags.DEFINE_enum("kernel", "grid_regression", ["grid_regression", "tile_regress
                   "Which: grid_regression (32-256-256-1) or tile_regression (32-256-1024-256-1).")
 flags.DEFINE_bool("floor", False, "Also time tile_regression with 0, 1 and 3 of its 6 products "
                   "of parts (wrong numbers: what the rest of its step costs).")
+flags.DEFINE_bool("fetches", False, "Also time tile_regression fetching one of each operand's "
+                  "three parts (all six products, or none, on it; wrong numbers: what the "
+                  "fetches cost).")
 flags.DEFINE_string("profile_dir", "/tmp/grid_regression", "Where the profiler writes traces.")
 
 SHORT = 100
@@ -59,8 +63,9 @@ def main(argv):
     raise ConfigError(f"--steps must be above {SHORT}, got {FLAGS.steps}")
   cli.at_least("repeats", FLAGS.repeats, 1)
   kernel, widths = KERNELS[FLAGS.kernel]
-  if FLAGS.floor and FLAGS.kernel != "tile_regression":
-    raise ConfigError("--floor: only --kernel=tile_regression leaves its products out")
+  if (FLAGS.floor or FLAGS.fetches) and FLAGS.kernel != "tile_regression":
+    raise ConfigError("--floor, --fetches: only --kernel=tile_regression leaves its products or "
+                      "fetches out")
   d = hopper.require_hopper(FLAGS.kernel)
   fn = jax.jit(lambda *a: kernel.train_steps(*a, FLAGS.lr))
 
@@ -70,15 +75,17 @@ def main(argv):
   us = hopper.us_per_step(launch(SHORT), launch(FLAGS.steps), SHORT, FLAGS.steps, FLAGS.repeats)
   print(f"device {d.device_kind}; jax {jax.__version__}; {'-'.join(map(str, widths))} batch 256, "
         f"{kernel.CTAS} CTAs: {us:.2f} us a step", flush=True)
-  for products in (0, 1, 3) if FLAGS.floor else ():  # Of the six products of parts
-    def launch_bare(steps, products=products):
-      bare = jax.jit(lambda *a: kernel.train_steps(*a, FLAGS.lr, products=products))
+  variants = [(products, 3) for products in (0, 1, 3)] if FLAGS.floor else []
+  variants += [(6, 1), (0, 1)] if FLAGS.fetches else []
+  for products, parts in variants:  # Of the six products of parts; of each operand's parts
+    def launch_bare(steps, products=products, parts=parts):
+      bare = jax.jit(lambda *a: kernel.train_steps(*a, FLAGS.lr, products=products, parts=parts))
       args = [jnp.asarray(a) for a in problem(kernel, widths, 1, steps)]
       return lambda: bare(*args)
     floor = hopper.us_per_step(launch_bare(SHORT), launch_bare(FLAGS.steps), SHORT, FLAGS.steps,
                                FLAGS.repeats)
-    print(f"  with {products} of its {len(kernel.PAIRS)} products of parts: {floor:.2f} us a "
-          "step", flush=True)
+    print(f"  with {products} of its {len(kernel.PAIRS)} products of parts, {parts} of 3 parts "
+          f"fetched: {floor:.2f} us a step", flush=True)
   if FLAGS.profile:
     steps = 8  # The profiler's buffer shares shared memory with the kernel's.
     args = [jnp.asarray(a) for a in problem(kernel, widths, 1, steps)]

@@ -99,7 +99,8 @@ def _block(i):  # Tile i along an axis; a traced i said to be a multiple (Mosaic
 def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
             w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
             w1p_g, w2p_g, h1_g, z1_g, h2_g, z2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
-            stage, vec, y, po_in, dw3_in, mb, *, steps: int, lr: float, products: int):
+            stage, vec, y, po_in, dw3_in, mb, *, steps: int, lr: float, products: int,
+            parts: int):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
@@ -145,9 +146,9 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     return src.at[k] if tall else src.at[:, k]
 
   def fetch_operands(a_src, b_src, a, b, ta=False, tb=False):  # a_src(i): A's part i in
-    # global memory; A is tall where transposed, B where not
+    # global memory; A is tall where transposed, B where not (``parts`` of the three: a probe's)
     for h in range(len(a)):
-      for i in range(3):
+      for i in range(parts):
         fetch(half(a_src(i), h, ta), a[h][i], MB_A + 3 * h + i)
         fetch(half(b_src(i), h, not tb), b[h][i], MB_B + 3 * h + i)
 
@@ -160,9 +161,11 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     def run(*accs):
       for h, acc in enumerate(accs):
         if fetched:
-          wait(MB_A + 3 * h, 3)
-          wait(MB_B + 3 * h, 3)
+          wait(MB_A + 3 * h, parts)
+          wait(MB_B + 3 * h, parts)
         for i, j in PAIRS[:products]:  # (fewer: a probe's floor, wrong numbers)
+          if fetched and parts < 3:  # (a probe: every product of the first parts)
+            i, j = 0, 0
           plgpu.wgmma(acc, a[h][i].transpose((1, 0)) if ta else a[h][i],
                       b[h][j].transpose((1, 0)) if tb else b[h][j])
       plgpu.wgmma_wait(0)
@@ -465,7 +468,8 @@ def _swizzled():
 
 
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float, profile_dir: str | None = None, products: int = len(PAIRS)):
+def _call(steps: int, lr: float, profile_dir: str | None = None, products: int = len(PAIRS),
+          parts: int = 3):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   shape = jax.ShapeDtypeStruct
@@ -474,7 +478,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
   if profile_dir:  # (as grid_regression_mgpu sizes it)
     params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr, products=products),
+      functools.partial(_kernel, steps=steps, lr=lr, products=products, parts=parts),
       out_type=(shape((4, T, h1), f32), shape((h1, h2), f32), shape((h2, h3), f32),
                 shape((4, T), f32), shape((steps, 4, T), f32),
                 # The exchanges, read back and dropped: W1's and W2's parts by parity; h1's
@@ -501,17 +505,21 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
 
 
 def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = None,
-                products: int = len(PAIRS)):
+                products: int = len(PAIRS), parts: int = 3):
   """``steps`` SGD steps in one launch: w0 (32, 256), w1 (256, 1024), w2 (1024, 256), w3 (256,),
   xs (steps, 256, 32), ys (steps, 256) float32. Returns (w0, w1, w2, w3, losses), losses
   (steps,) each step's mean squared error before its update. Hopper only; ``profile_dir`` adds
   Mosaic GPU's profiler (a few steps only); ``products`` below len(PAIRS) leaves the smaller
-  products of parts out (wrong numbers: what the rest costs, ``probes.grid_regression --floor``)."""
+  products of parts out (wrong numbers: what the rest costs, ``probes.grid_regression --floor``);
+  ``parts`` 1 fetches only each operand's first part from global memory, every product of parts
+  taking it (wrong numbers: what the fetches cost)."""
+  if parts not in (1, 3):
+    raise ValueError(f"parts: 3, or 1 for a probe; not {parts}")
   steps = xs.shape[0]
   grid_barrier.check_resident_ctas(CTAS)
   xp = jnp.stack(split3(jnp.pad(xs, ((0, 0), (0, 0), (0, T - INPUTS)))), axis=1)
   w0p = jnp.pad(w0, ((0, T - INPUTS), (0, 0)))
-  w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr), profile_dir, products)(
+  w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr), profile_dir, products, parts)(
       w0p, w1, w2, w3.reshape(4, T), xp, ys.reshape(steps, 4, T))
   sq = jnp.square(outs.reshape(steps, BATCH) - ys)
   return w0m[0, :INPUTS], w1, w2, w3.reshape(-1), jax.vmap(common.fixed_order_mean)(sq)
