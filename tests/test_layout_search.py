@@ -1,7 +1,7 @@
-"""pallas_kernels.mgpu.layout_search: jax 0.11's Mosaic GPU layout inference with one numbering
-of the kernel a sort lowers the kernels that install it (the cluster MLP's, softmax
-regression's) to the same modules as without it. jax 0.11 only (the patch's only version; the
-CI's jax 0.10 and 0.12 skip it: run it with jax 0.11)."""
+"""pallas_kernels.mgpu.layout_search (jax 0.11): the kernels that install it (the cluster MLP's,
+softmax regression's) lower to the same Mosaic GPU modules with it as without it, and inside
+the inference's sort it prints every variable as jax does. Run with jax 0.11 (the patch's only
+version): the CI's jax 0.10 and 0.12 skip it."""
 
 import re
 
@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from pallas_kernels import common
 from pallas_kernels.fused import cluster_mlp_mgpu, logreg_mgpu
 from pallas_kernels.mgpu import layout_search
 
@@ -52,16 +53,39 @@ def _lowered(fn, args, monkeypatch) -> str:
   return re.sub(r"anonymous_\d+", "anonymous", printed[0])  # (a name counted per process)
 
 
-@pytest.mark.skipif(layout_search._jax_version() != (0, 11), reason="the patch is jax 0.11's")
-@pytest.mark.parametrize("kernel", [lambda: _mlp(256, 1, "float32"),
-                                    lambda: _mlp(512, 2, "bfloat16"),
-                                    lambda: _logreg(2, "float32")],
-                         ids=["mlp", "mlp 512 bfloat16", "logreg"])
+JAX_011 = pytest.mark.skipif(common.jax_version() != (0, 11), reason="the patch is jax 0.11's")
+KERNELS = pytest.mark.parametrize("kernel", [lambda: _mlp(256, 1, "float32"),
+                                             lambda: _mlp(512, 2, "bfloat16"),
+                                             lambda: _logreg(2, "float32")],
+                                  ids=["mlp", "mlp512_bfloat16", "logreg"])
+
+
+@JAX_011
+@KERNELS
 def test_same_kernel(kernel, monkeypatch):
   texts = []
   for enabled in (True, False):
     monkeypatch.setattr(layout_search, "ENABLED", enabled)
     texts.append(_lowered(*kernel(), monkeypatch))
-  from jax.experimental.mosaic.gpu import constraints
-  assert getattr(constraints.compute_transitively_equal_vars, "shared_numbering", False)
   assert texts[0] == texts[1]
+
+
+@JAX_011
+@KERNELS
+def test_same_strings(kernel, monkeypatch):
+  """Inside the sort (the shared numbering in effect) every variable prints as jax prints it."""
+  from jax.experimental.mosaic.gpu import constraints
+  _lowered(*kernel(), monkeypatch)  # (the kernel's builder installs the patch)
+  sort, compared = layout_search.ORIGINALS["sort"], []
+
+  def checked(system):
+    sites = {v.key for c in system.constraints if isinstance(c, constraints.Equals)
+             for v in (c.lhs, c.rhs) if isinstance(v, constraints.Variable)}
+    assert layout_search._sorting.state is not None
+    for site in sites:
+      assert layout_search.printed(site) == layout_search.ORIGINALS["str"](site)
+    compared.append(len(sites))
+    return sort(system)
+  monkeypatch.setitem(layout_search.ORIGINALS, "sort", checked)
+  _lowered(*kernel(), monkeypatch)
+  assert compared and min(compared) > 0

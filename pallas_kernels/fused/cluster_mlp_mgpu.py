@@ -298,8 +298,9 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
    small_done, barrier, columns, inbox, logits_in, *other_small) = refs
   x, stage = x if rowgroups > 1 else (x, None)
   f32 = jnp.float32
-  # The GPU's loads in Warpgroup semantics with their layouts given (``dense_mgpu.load``).
-  load = functools.partial(_load, fixed=ptx and semantics() == plgpu.LoweringSemantics.Warpgroup)
+  # On the GPU in Warpgroup semantics, 1-D loads with their layouts given (``dense_mgpu.load``).
+  load = functools.partial(_load, layout_given=ptx
+                           and semantics() == plgpu.LoweringSemantics.Warpgroup)
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a batch row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit (or a class)
   c = lax.axis_index("cta")

@@ -211,15 +211,16 @@ def split_tf32(x):
   return hi, x - hi
 
 
-def load(ref, layout, fixed: bool = False):
+def load(ref, layout, layout_given: bool = False):
   """``plgpu.load`` of a whole shared-memory ref into ``layout`` (for the cluster kernels): jax
-  0.10 wants an index, later versions take none. ``fixed`` (a 1-D ref, Warpgroup semantics, the
-  GPU): the load in Mosaic GPU's own terms (``plgpu.inline_mgpu``), its layout given. There
-  ``plgpu.load`` is a load of any layout and a cast, and Mosaic GPU's layout inference guesses
-  each such load's layout, a reduction of the kernel's whole constraint system each guess (the
-  cluster MLP's lowering on the CPU, jax 0.11.2: 9.0 -> 5.6 s). Not in the interpreter."""
+  0.10 wants an index, later versions take none. ``layout_given`` (Warpgroup semantics, on the
+  GPU; a 1-D ref of this CTA's shared memory, other refs load as without it): the load in Mosaic
+  GPU's own terms (``plgpu.inline_mgpu``), its layout given. There ``plgpu.load`` is a load of
+  any layout and a cast, and Mosaic GPU's layout inference guesses each such load's layout, a
+  reduction of the kernel's whole constraint system each guess (the cluster MLP's lowering on
+  the CPU, jax 0.11.2: 9.0 -> 5.6 s; the same results on the H100). Not in the interpreter."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
-  if fixed and len(ref.shape) == 1:
+  if layout_given and len(ref.shape) == 1:
     from jax.experimental.mosaic import gpu as mgpu
     mgpu_layout = layout.to_mgpu()
 

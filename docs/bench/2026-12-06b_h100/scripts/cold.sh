@@ -7,7 +7,7 @@ mkdir -p /tmp/runs
 cast='import runpy, sys
 from pallas_kernels.ops import dense_mgpu as d
 from pallas_kernels.fused import cluster_mlp_mgpu as cm
-cm._load = lambda ref, layout, fixed=False: d.load(ref, layout)
+cm._load = lambda ref, layout, **given: d.load(ref, layout)
 sys.argv = ["mnist"] + sys.argv[1:]
 runpy.run_module("experiments.mnist", run_name="__main__")'
 for r in $(seq 1 "$1"); do

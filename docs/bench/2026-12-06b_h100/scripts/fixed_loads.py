@@ -1,6 +1,6 @@
 """The MLP's cluster kernel (cluster_mlp_mgpu, Warpgroup semantics on jax 0.11) with its 1-D
 loads as before (``plgpu.load`` and a layout cast, the layout guessed by Mosaic GPU's
-inference) and with their layouts given (``dense_mgpu.load(fixed=True)``), side by side in one
+inference) and with their layouts given (``dense_mgpu.load(layout_given=True)``, then named ``fixed``), side by side in one
 process at the grid's shapes it trains: an epoch of 60,000 random uint8 rows; compile (the
 first call) apart; epochs alternating, median of 7 each; whether the two give the same bits.
 Checkout root, Hopper GPU. Usage: fixed_loads.py HIDDEN:BATCH:PRECISION ..."""
@@ -22,7 +22,7 @@ rng = np.random.default_rng(0)
 x = jnp.asarray(rng.integers(0, 256, (n, 784), dtype=np.uint8))
 y = jnp.asarray(rng.integers(0, 10, n).astype(np.int32))
 order = jnp.asarray(rng.permutation(n).astype(np.int32))
-LOADS = {"cast": lambda ref, layout, fixed=False: dense_mgpu.load(ref, layout),
+LOADS = {"cast": lambda ref, layout, **given: dense_mgpu.load(ref, layout),
          "fixed": dense_mgpu.load}
 for spec in sys.argv[1:]:
   hidden, batch, precision = spec.split(":")
