@@ -19,7 +19,6 @@ test's comparison). A thread that is not sorting prints as before.
 
 from __future__ import annotations
 
-import functools
 import io
 import threading
 
@@ -28,6 +27,7 @@ from pallas_kernels import common
 ENABLED = True
 ORIGINALS: dict = {}  # jax's functions that install() replaced: "sort", "str"
 _sorting = threading.local()  # .state: the AsmState of the sort in progress in this thread
+_installing = threading.Lock()  # (two builders at once must not take the patch for jax's own)
 
 
 def printed(site) -> str:
@@ -47,27 +47,31 @@ def printed(site) -> str:
 
 def install() -> None:
   """Patches jax 0.11's inference as above (once; nothing on other jax versions)."""
-  if common.jax_version() != (0, 11) or ORIGINALS:
+  if common.jax_version() != (0, 11):
     return
   from jax.experimental.mosaic.gpu import constraints, layout_inference
+  with _installing:
+    if ORIGINALS:
+      return
+    ORIGINALS.update(sort=constraints.compute_transitively_equal_vars,
+                     str=layout_inference.ValueSite.__str__)
+    layout_inference.ValueSite.__str__ = printed
+    constraints.compute_transitively_equal_vars = _shared_sort
+
+
+def _shared_sort(system):
+  """``constraints.compute_transitively_equal_vars`` with one AsmState of the module in effect."""
+  from jax.experimental.mosaic.gpu import constraints
   from jax._src.lib.mlir import ir
-  ORIGINALS.update(sort=constraints.compute_transitively_equal_vars,
-                   str=layout_inference.ValueSite.__str__)
-
-  @functools.wraps(ORIGINALS["sort"])
-  def shared_sort(system):
-    site = next((c.lhs.key for c in system.constraints if isinstance(c, constraints.Equals)
-                 and isinstance(c.lhs, constraints.Variable)), None)
-    if not ENABLED or site is None:
-      return ORIGINALS["sort"](system)
-    module = site.operation
-    while module.parent is not None:
-      module = module.parent
-    outer, _sorting.state = getattr(_sorting, "state", None), ir.AsmState(module)
-    try:
-      return ORIGINALS["sort"](system)
-    finally:
-      _sorting.state = outer
-
-  layout_inference.ValueSite.__str__ = printed
-  constraints.compute_transitively_equal_vars = shared_sort
+  site = next((c.lhs.key for c in system.constraints if isinstance(c, constraints.Equals)
+               and isinstance(c.lhs, constraints.Variable)), None)
+  if not ENABLED or site is None:
+    return ORIGINALS["sort"](system)
+  module = site.operation
+  while module.parent is not None:
+    module = module.parent
+  outer, _sorting.state = getattr(_sorting, "state", None), ir.AsmState(module)
+  try:
+    return ORIGINALS["sort"](system)
+  finally:
+    _sorting.state = outer
