@@ -35,9 +35,9 @@ flags.DEFINE_enum("kernel", "grid_regression", ["grid_regression", "tile_regress
                   "Which: grid_regression (32-256-256-1) or tile_regression (32-256-1024-256-1).")
 flags.DEFINE_bool("floor", False, "Also time tile_regression with 0, 1 and 3 of its 6 products "
                   "of parts (wrong numbers: what the rest of its step costs).")
-flags.DEFINE_bool("fetches", False, "Also time tile_regression fetching one of each operand's "
-                  "three parts (all six products, or none, on it; wrong numbers: what the "
-                  "fetches cost).")
+flags.DEFINE_bool("fetches", False, "Also time tile_regression with every product on the "
+                  "operands' first parts, fetching all three or only those (wrong numbers: what "
+                  "the fetches and the distinct parts cost).")
 flags.DEFINE_string("profile_dir", "/tmp/grid_regression", "Where the profiler writes traces.")
 
 SHORT = 100
@@ -75,17 +75,20 @@ def main(argv):
   us = hopper.us_per_step(launch(SHORT), launch(FLAGS.steps), SHORT, FLAGS.steps, FLAGS.repeats)
   print(f"device {d.device_kind}; jax {jax.__version__}; {'-'.join(map(str, widths))} batch 256, "
         f"{kernel.CTAS} CTAs: {us:.2f} us a step", flush=True)
-  variants = [(products, 3) for products in (0, 1, 3)] if FLAGS.floor else []
-  variants += [(6, 1), (0, 1)] if FLAGS.fetches else []
-  for products, parts in variants:  # Of the six products of parts; of each operand's parts
-    def launch_bare(steps, products=products, parts=parts):
-      bare = jax.jit(lambda *a: kernel.train_steps(*a, FLAGS.lr, products=products, parts=parts))
+  variants = [(products, 3, False) for products in (0, 1, 3)] if FLAGS.floor else []
+  variants += [(6, 3, True), (6, 1, True), (0, 1, True)] if FLAGS.fetches else []
+  for products, parts, first in variants:  # Of the six products of parts; of each operand's
+    # parts fetched; every product on the first parts
+    def launch_bare(steps, products=products, parts=parts, first=first):
+      bare = jax.jit(lambda *a: kernel.train_steps(*a, FLAGS.lr, products=products, parts=parts,
+                                                   first_only=first))
       args = [jnp.asarray(a) for a in problem(kernel, widths, 1, steps)]
       return lambda: bare(*args)
     floor = hopper.us_per_step(launch_bare(SHORT), launch_bare(FLAGS.steps), SHORT, FLAGS.steps,
                                FLAGS.repeats)
-    print(f"  with {products} of its {len(kernel.PAIRS)} products of parts, {parts} of 3 parts "
-          f"fetched: {floor:.2f} us a step", flush=True)
+    print(f"  with {products} of its {len(kernel.PAIRS)} products of parts"
+          f"{' (all on the first parts)' if first else ''}, {parts} of 3 parts fetched: "
+          f"{floor:.2f} us a step", flush=True)
   if FLAGS.profile:
     steps = 8  # The profiler's buffer shares shared memory with the kernel's.
     args = [jnp.asarray(a) for a in problem(kernel, widths, 1, steps)]

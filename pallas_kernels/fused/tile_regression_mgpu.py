@@ -33,9 +33,16 @@ grid barriers:
      over the rows, x[r]^T dz1[r, n1], out
   I  (16) dW0[:, n1] = the four partials in r order, W0[:, n1] updated; then the next step's A
 
-Eight grid barriers a step. Products keep float32's accuracy as ``grid_regression_mgpu``'s do:
-each operand in three bfloat16 parts (exact), the six products of parts above float32's
-rounding (``PAIRS``), the smallest first.
+Eight grid barriers a step. Registers bound it: ptxas gives the kernel its 255 a thread and
+spills (1.4 KB a thread on the H100, jax 0.11.2, 2026-12-06; none with the products left out),
+and waits for the tensor cores where their registers are in use. So a product takes one
+accumulator, w3 stays in shared memory (read where used), and the step reads its CTA's index
+from shared memory, so that the tiles' indices are not hoisted out of the loop and held: 79.0
+-> 67.2-69.2 us a step (two machines), the checks the same.
+
+Products keep float32's accuracy as ``grid_regression_mgpu``'s do: each operand in three
+bfloat16 parts (exact), the six products of parts above float32's rounding (``PAIRS``), the
+smallest first.
 Sums over CTAs run in fixed orders and nothing uses atomics for floats: every run gives the
 same bits.
 
@@ -99,23 +106,29 @@ def _block(i):  # Tile i along an axis; a traced i said to be a multiple (Mosaic
 def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
             w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
             w1p_g, w2p_g, h1_g, z1_g, h2_g, z2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
-            stage, vec, y, po_in, dw3_in, mb, *, steps: int, lr: float, products: int,
-            parts: int):
+            stage, vec, y, po_in, dw3_in, w3_s, c_s, mb, *, steps: int, lr: float, products: int,
+            parts: int, first_only: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (64,): one value a column
   counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))
-  c = lax.axis_index("cta")
-  low = c < 64  # The set of B, F's dh2 and G's dW1; the other runs F's dW2 and G's dh1
-  first = c < 16  # The CTAs of phases A, D, E, H and I
-  # Each phase's tile, by CTA (c mod 64 = 16 a + b).
-  a16, b16 = lax.div(lax.rem(c, 64), 16), lax.rem(c, 16)
-  r1, n1 = lax.div(lax.rem(c, 16), 4), lax.rem(c, 4)  # A, H, I: (r, n1); D, E: (r, n3)
-  quarter = lax.rem(c, 4)  # G: the quarter of K
-  n_mid = lax.rem(lax.div(c, 4), 4)  # G: n1
-  r8, n8, eighth = lax.div(c, 32), lax.rem(lax.div(c, 8), 4), lax.rem(c, 8)  # C: (r, n3, e)
+
+  def tiles(c):
+    low = c < 64  # The set of B, F's dh2 and G's dW1; the other runs F's dW2 and G's dh1
+    first = c < 16  # The CTAs of phases A, D, E, H and I
+    # Each phase's tile, by CTA (c mod 64 = 16 a + b).
+    a16, b16 = lax.div(lax.rem(c, 64), 16), lax.rem(c, 16)
+    r1, n1 = lax.div(lax.rem(c, 16), 4), lax.rem(c, 4)  # A, H, I: (r, n1); D, E: (r, n3)
+    quarter = lax.rem(c, 4)  # G: the quarter of K
+    n_mid = lax.rem(lax.div(c, 4), 4)  # G: n1
+    r8, n8, eighth = lax.div(c, 32), lax.rem(lax.div(c, 8), 4), lax.rem(c, 8)  # C: (r, n3, e)
+    return c, low, first, a16, b16, r1, n1, quarter, n_mid, r8, n8, eighth
+  c, low, first, a16, b16, r1, n1, quarter, n_mid, r8, n8, eighth = tiles(lax.axis_index("cta"))
+  # The step's loop reads c again from shared memory, so that nothing derived from it is hoisted
+  # out of the loop into registers (see the module's docstring: registers).
+  c_s[0] = c
   wide = pl.ds(0, WIDE)  # A whole K of 256, or all the rows of the batch
   top = _block(0)  # The first rows of a (128, 64) buffer, for 64 x 64 operands
 
@@ -154,23 +167,26 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
   def product(a, b, *, ta=False, tb=False, fetched=True):
     # a b (a and b transposed where ta, tb; a[h], b[h] halves of K) as the sum of the
-    # products of their parts in PAIRS, on the tensor cores, each half's as soon as it is in,
-    # in an accumulator of its own, the halves added in float32: the tensor cores round each
-    # sum toward zero: on the same inputs one accumulator over both halves (96 sums) was 2.0e-7
-    # from float64 after a step, one a half 4.8e-8, xla's float32 3.0e-8 (an H200, 2026-11-29)
-    def run(*accs):
-      for h, acc in enumerate(accs):
-        if fetched:
+    # products of their parts in PAIRS (the smallest first), on the tensor cores, in one
+    # accumulator: each product of parts over both halves before the next, so that the small
+    # ones are summed before the large (the tensor cores round each sum toward zero: the
+    # halves one after the other in one accumulator, 96 sums, were 2.0e-7 from float64 after a
+    # step on an H200, xla's float32 3.0e-8, 2026-11-29). An accumulator a half, as before,
+    # kept 32 more registers a thread in a kernel at ptxas' 255 (the module's docstring).
+    def run(acc):
+      if fetched:
+        for h in range(len(a)):
           wait(MB_A + 3 * h, parts)
           wait(MB_B + 3 * h, parts)
-        for i, j in PAIRS[:products]:  # (fewer: a probe's floor, wrong numbers)
-          if fetched and parts < 3:  # (a probe: every product of the first parts)
-            i, j = 0, 0
+      for i, j in PAIRS[:products]:  # (fewer: a probe's floor, wrong numbers)
+        if fetched and first_only:  # (a probe: every product of the first parts)
+          i, j = 0, 0
+        for h in range(len(a)):
           plgpu.wgmma(acc, a[h][i].transpose((1, 0)) if ta else a[h][i],
                       b[h][j].transpose((1, 0)) if tb else b[h][j])
       plgpu.wgmma_wait(0)
-      return functools.reduce(jnp.add, [acc[...] for acc in accs])
-    return pl.run_scoped(run, *[plgpu.ACC((T, T), f32)] * len(a))
+      return acc[...]
+    return pl.run_scoped(run, plgpu.ACC((T, T), f32))
 
   def put(value, refs):  # value's three parts into three refs
     for ref, part in zip(refs, parts_of(value)):
@@ -210,12 +226,12 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   def small_refs():  # Three parts of a 64 x 64 operand
     return [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3
 
-  def fetch_x(s, refs):  # x[s][r]'s parts
+  def fetch_x(s, refs, r1):  # x[s][r1]'s parts
     for i in range(3):
       fetch(xp_in.at[s, i, _block(r1)], refs[i], MB_A + i)
 
-  def phase_a(w0, x, w, h):  # z1[r, n1] = x[r] W0[:, n1] (x[r] fetched by fetch_x, W0's parts
-    # into w): z1 and h1's parts (through h) out
+  def phase_a(w0, x, w, h, r1, n1):  # z1[r1, n1] = x[r1] W0[:, n1] (x[r1] fetched by
+    # fetch_x, W0's parts into w): z1 and h1's parts (through h) out
     put(w0, w)
     plgpu.commit_smem()
     wait(MB_A, 3)
@@ -248,21 +264,25 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   # w3[n3] in every CTA (n3 = c mod 4): the 16 of phase D and E use it
   fetch(w3_in, dw3_in, MB_DW3)
   wait(MB_DW3)
-  w3 = _load(dw3_in.at[n1], by_col)
+  w3_s.at[0][...] = _load(dw3_in.at[n1], by_col)  # in shared memory by step parity
   meet(1, "start")
 
   @pl.when(first)
   def _():
     def run(x, w, h):
       fetch(w0_m.at[r1, :, _block(n1)], stage, MB_MASTER)
-      fetch_x(0, x)
+      fetch_x(0, x, r1)
       wait(MB_MASTER)
-      phase_a(_load(stage, wgmma_layout), x, w, h)
+      phase_a(_load(stage, wgmma_layout), x, w, h, r1, n1)
     pl.run_scoped(run, small_refs(), small_refs(), small_refs())
   meet(2, "start")
 
-  def step(s, w3):
+  def step(s, carry):
+    c, low, first, a16, b16, r1, n1, quarter, n_mid, r8, n8, eighth = tiles(c_s[0])
     parity = lax.rem(s, 2)
+
+    def w3():  # Read where used, not held across the step
+      return _load(w3_s.at[parity], by_col)
     k0 = 2 + BARRIERS_PER_STEP * s  # The barriers before this step's
 
     # B: z2[r, n2] = h1[r, :] W1[:, n2] (r = a16, n2 = b16); z2 (kept for F) and h2's parts
@@ -303,7 +323,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         for e in range(1, EIGHTHS):  # e order: the same bits in every run
           z3 = z3 + _load(partials.at[e], wgmma_layout)
         _store(stage, z3)
-        vec[...] = jnp.sum(jnp.maximum(z3, 0.0) * cols_of(w3), axis=1)
+        vec[...] = jnp.sum(jnp.maximum(z3, 0.0) * cols_of(w3()), axis=1)
         send([(vec, po_g.at[n1, _block(r1)])])
       with jax.named_scope("d"):
         pl.run_scoped(run, plgpu.SMEM((EIGHTHS, T, T), f32))
@@ -322,7 +342,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
           out = out + _load(po_in.at[n], by_row)
         g_out = (out - _load(y, by_row)) * (2.0 / BATCH)
         z3 = _load(stage, wgmma_layout)
-        pairs = parts_out(jnp.where(z3 > 0.0, rows_of(g_out) * cols_of(w3), 0.0), refs,
+        pairs = parts_out(jnp.where(z3 > 0.0, rows_of(g_out) * cols_of(w3()), 0.0), refs,
                           lambda i: dz3_g.at[i, _block(r1), _block(n1)])
         vec[...] = jnp.sum(jnp.maximum(z3, 0.0) * rows_of(g_out), axis=0)
         send(pairs + [(vec, dw3_g.at[r1, _block(n1)])])
@@ -368,7 +388,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       dw3 = _load(dw3_in.at[0], by_col)
       for q in range(1, 4):  # r order
         dw3 = dw3 + _load(dw3_in.at[q], by_col)
-      w3 = w3 - lr * dw3
+      w3_s.at[1 - parity][...] = w3() - lr * dw3
     meet(k0 + 5, "barrier_f")
 
     # G: the low set: W1[n1, n2]'s tile (n1 = a16, n2 = b16) updated from h1[:, n1]^T
@@ -401,7 +421,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         for q in range(4):
           fetch(p1_g.at[q, _block(r1), _block(n1)], partials.at[q], MB_PARTIAL + q)
         fetch(z1_g.at[_block(r1), _block(n1)], stage, MB_Z)
-        fetch_x(s, x)
+        fetch_x(s, x, r1)
         wait(MB_PARTIAL, 4)
         wait(MB_Z)
         dh1 = _load(partials.at[0], wgmma_layout)
@@ -429,7 +449,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
         @pl.when(jnp.logical_not(last))
         def _():
-          fetch_x(s + 1, x)
+          fetch_x(s + 1, x, r1)
         wait(MB_PARTIAL, 4)
         dw0 = _load(partials.at[0], wgmma_layout)
         for q in range(1, 4):  # r order
@@ -446,19 +466,19 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
         @pl.when(jnp.logical_not(last))
         def _():
-          phase_a(w0, x, w, h)
+          phase_a(w0, x, w, h, r1, n1)
       with jax.named_scope("i"):
         pl.run_scoped(run, plgpu.SMEM((4, T, T), f32), small_refs(), small_refs(),
                       small_refs())
     meet(k0 + 8, "barrier_i")
-    return w3
+    return carry
 
-  w3 = lax.fori_loop(0, steps, step, w3)
+  lax.fori_loop(0, steps, step, 0)
+  c, _, _, _, _, _, n1, *_ = tiles(c_s[0])
 
   @pl.when(c < 4)  # (n3 = c: the four blocks of w3)
   def _():
-    vec[...] = w3
-    send([(vec, w3_out.at[n1])])
+    send([(w3_s.at[steps % 2], w3_out.at[n1])])
 
 
 def _swizzled():
@@ -469,7 +489,7 @@ def _swizzled():
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float, profile_dir: str | None = None, products: int = len(PAIRS),
-          parts: int = 3):
+          parts: int = 3, first_only: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   shape = jax.ShapeDtypeStruct
@@ -478,7 +498,8 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
   if profile_dir:  # (as grid_regression_mgpu sizes it)
     params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr, products=products, parts=parts),
+      functools.partial(_kernel, steps=steps, lr=lr, products=products, parts=parts,
+                        first_only=first_only),
       out_type=(shape((4, T, h1), f32), shape((h1, h2), f32), shape((h2, h3), f32),
                 shape((4, T), f32), shape((steps, 4, T), f32),
                 # The exchanges, read back and dropped: W1's and W2's parts by parity; h1's
@@ -500,26 +521,28 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
           plgpu.SMEM((T,), f32),  # y[r]
           plgpu.SMEM((4, T), f32),  # the partial outputs
           plgpu.SMEM((4, T), f32),  # the dw3 partials; w3
+          plgpu.SMEM((2, T), f32),  # w3 by step parity
+          plgpu.SMEM((1,), jnp.int32),  # c, read again each step
           plgpu.Barrier(num_barriers=MBARRIERS),
       ])
 
 
 def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = None,
-                products: int = len(PAIRS), parts: int = 3):
+                products: int = len(PAIRS), parts: int = 3, first_only: bool = False):
   """``steps`` SGD steps in one launch: w0 (32, 256), w1 (256, 1024), w2 (1024, 256), w3 (256,),
   xs (steps, 256, 32), ys (steps, 256) float32. Returns (w0, w1, w2, w3, losses), losses
   (steps,) each step's mean squared error before its update. Hopper only; ``profile_dir`` adds
   Mosaic GPU's profiler (a few steps only); ``products`` below len(PAIRS) leaves the smaller
   products of parts out (wrong numbers: what the rest costs, ``probes.grid_regression --floor``);
-  ``parts`` 1 fetches only each operand's first part from global memory, every product of parts
-  taking it (wrong numbers: what the fetches cost)."""
-  if parts not in (1, 3):
-    raise ValueError(f"parts: 3, or 1 for a probe; not {parts}")
+  ``first_only`` takes every product of parts on the operands' first parts, and ``parts`` 1
+  (with it) fetches only those from global memory (wrong numbers: what the fetches cost)."""
+  if parts not in (1, 3) or (parts == 1 and not first_only):
+    raise ValueError(f"parts: 3, or 1 with first_only for a probe; not {parts}")
   steps = xs.shape[0]
   grid_barrier.check_resident_ctas(CTAS)
   xp = jnp.stack(split3(jnp.pad(xs, ((0, 0), (0, 0), (0, T - INPUTS)))), axis=1)
   w0p = jnp.pad(w0, ((0, T - INPUTS), (0, 0)))
-  w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr), profile_dir, products, parts)(
+  w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr), profile_dir, products, parts, first_only)(
       w0p, w1, w2, w3.reshape(4, T), xp, ys.reshape(steps, 4, T))
   sq = jnp.square(outs.reshape(steps, BATCH) - ys)
   return w0m[0, :INPUTS], w1, w2, w3.reshape(-1), jax.vmap(common.fixed_order_mean)(sq)
