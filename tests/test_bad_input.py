@@ -188,6 +188,7 @@ CASES = [
     ("probes.cluster_exchange", ["--steps=3"], None),
     ("probes.cluster_regression", ["--hidden=100"], None),
     ("probes.warpgroup_costs", ["--repeats=0"], None),
+    ("probes.tile_products", ["--repeats=0"], None),
     ("probes.phase_stream", ["--in_kb=7", "--out_kb=8"], "multiples of 8"),
     ("probes.phase_stream", ["--ctas=x"], None),
     ("experiments.parity", ["--float64_only"], "--float64_cache and --float64_only take"),

@@ -310,7 +310,8 @@ def test_holdout_scores_on_training_images_not_the_test_set(real_data_dir):
 
 @pytest.mark.skipif(__import__("jax").devices()[0].platform == "gpu",
                     reason="on a GPU the script measures instead")
-@pytest.mark.parametrize("script", ["cluster_exchange", "cluster_regression", "warpgroup_costs"])
+@pytest.mark.parametrize("script", ["cluster_exchange", "cluster_regression", "warpgroup_costs",
+                                    "tile_products"])
 def test_cluster_scripts_without_a_hopper_gpu_are_one_line(script):
   p = run_cli(script=f"probes.{script}")
   assert p.returncode != 0 and "Traceback" not in p.stderr
