@@ -5,7 +5,8 @@
   python -m probes.grid_regression              # us a step
   python -m probes.grid_regression --profile    # and each phase's median, over the 64 CTAs
   python -m probes.grid_regression --kernel=tile_regression --floor   # and without products
-  python -m probes.grid_regression --kernel=tile_regression --fetches  # and with a third of them
+  python -m probes.grid_regression --kernel=tile_regression --fetches  # every product on the
+                                                    # first parts: all fetched, or those only
 
 The cost of a step is the difference between launches of ``--steps`` and 100 steps over the
 difference in steps (median of ``--repeats`` each), so the launch drops out. Its numbers are

@@ -16,10 +16,10 @@ bfloat16 parts (``split3``), as the kernel takes it, in one of these forms:
              kernel's products with B transposed would hold them
 
 and, each CTA fetching its operands' parts from global memory (L2) by TMA in an iteration, as
-the kernel's product phases do (two halves of K = 128, the first half's products running as the
-second lands; 192 KB a CTA):
+the kernel's product phases did until 2026-12-06c (two halves of K = 64, the first half's
+products running as the second lands; 96 KB a CTA, half a product of the kernel's):
 
-  fetch+pairs    the kernel's form
+  fetch+pairs    that form
   fetch          the fetches only
   fetch+first    the products all on the first parts, all three fetched
   fetch1+first   the same, only the first parts fetched
@@ -173,7 +173,7 @@ def main(argv):
     us = hopper.us_per_step(lambda: short(*args), lambda: long_run(*args), SHORT, LONG,
                             _REPEATS.value)
     print(f"{form:>10s} {us:8.3f} {err:11.2e}", flush=True)
-  ap, bp = args[:2]  # each CTA its own copy: 24.6 MB, in L2
+  ap, bp = args[:2]  # each CTA its own copy: 12.6 MB, in L2
   fetched = (jnp.broadcast_to(ap, (CTAS,) + ap.shape), jnp.broadcast_to(bp, (CTAS,) + bp.shape))
   for form in FETCHED:
     short, long_run = fetched_probe(form, SHORT), fetched_probe(form, LONG)

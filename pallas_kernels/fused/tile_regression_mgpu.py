@@ -8,7 +8,7 @@ bfloat16 parts, more than a CTA's shared memory, so ``grid_regression_mgpu``'s l
 rows of activations gathered in each CTA) does not fit. Here every product is cut into tiles of
 64 x 64 (wgmma's M, and 128-byte rows) with K = 256 (or 128), and each CTA computes whole tiles,
 its operands' parts fetched from global memory (L2) as TMA copies of 16 KB, in halves of K of
-128 (the first half's products run while the second lands). The 128 CTAs (one a SM, all
+128 (both waited for, then each product of parts over both). The 128 CTAs (one a SM, all
 resident) form two sets of 64: the low set owns a tile of W1 each, the other a tile of W2
 (their float32 in global memory, their bfloat16 parts written for the others by step parity),
 and each computes its tile's gradient itself, with K the batch: no partial gradients to add up.
@@ -70,11 +70,11 @@ WIDTHS = (INPUTS, 256, 1024, 256, 1)
 T = 64  # A tile's side: wgmma's M, and 64 bfloat16 = 128-byte rows
 CTAS = 128  # Two sets of 64: F's and G's two products run side by side, one on each
 # The jax versions it was checked with on a GPU against float64 (check_kernels
-# --only=tile_regression, H200, 2026-11-28: 0.11.2); with others (it lowers with jax 0.10 and
-# 0.12 too) the epoch path takes the grid epoch kernel.
+# --only=tile_regression, H200, 2026-11-28, and H100, 2026-12-06: 0.11.2); with others (it
+# lowers with jax 0.10 and 0.12 too) the epoch path takes the grid epoch kernel.
 CHECKED = ((0, 11),)
 WIDE = 256  # A product's K (the batch, or a quarter of the wide layer's 1024)
-HALF = WIDE // 2  # Operands come in two halves of K: the first's products run as the second lands
+HALF = WIDE // 2  # Operands come in two halves of K: two TMA copies a part, in flight together
 EIGHTHS = 8  # C splits the wide layer's K (1024) in eighths over all 128 CTAs
 # The TMA loads' mbarriers: a product's A and B (two halves of three parts each), a weight
 # tile's float32, the (up to eight) partial tiles, z1 or z2, y, the partial outputs, the dw3
@@ -184,7 +184,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         for h in range(len(a)):
           plgpu.wgmma(acc, a[h][i].transpose((1, 0)) if ta else a[h][i],
                       b[h][j].transpose((1, 0)) if tb else b[h][j])
-      plgpu.wgmma_wait(0)
+      plgpu.wgmma_wait(0)  # (the first pair takes both halves: no overlap with the fetches)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
 
@@ -520,7 +520,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
           plgpu.SMEM((T,), f32),  # a vector out
           plgpu.SMEM((T,), f32),  # y[r]
           plgpu.SMEM((4, T), f32),  # the partial outputs
-          plgpu.SMEM((4, T), f32),  # the dw3 partials; w3
+          plgpu.SMEM((4, T), f32),  # the dw3 partials; w3's first fetch
           plgpu.SMEM((2, T), f32),  # w3 by step parity
           plgpu.SMEM((1,), jnp.int32),  # c, read again each step
           plgpu.Barrier(num_barriers=MBARRIERS),
@@ -534,10 +534,12 @@ def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = Non
   (steps,) each step's mean squared error before its update. Hopper only; ``profile_dir`` adds
   Mosaic GPU's profiler (a few steps only); ``products`` below len(PAIRS) leaves the smaller
   products of parts out (wrong numbers: what the rest costs, ``probes.grid_regression --floor``);
-  ``first_only`` takes every product of parts on the operands' first parts, and ``parts`` 1
-  (with it) fetches only those from global memory (wrong numbers: what the fetches cost)."""
+  ``first_only`` takes every product of parts whose operands are fetched (phases B, C, F, G; not
+  A and H) on the operands' first parts, and ``parts`` 1 (with it) fetches only those from
+  global memory (wrong numbers: what the fetches and the distinct parts cost)."""
   if parts not in (1, 3) or (parts == 1 and not first_only):
-    raise ValueError(f"parts: 3, or 1 with first_only for a probe; not {parts}")
+    raise ValueError(f"parts: 3, or 1 with first_only for a probe; not parts={parts} with "
+                     f"first_only={first_only}")
   steps = xs.shape[0]
   grid_barrier.check_resident_ctas(CTAS)
   xp = jnp.stack(split3(jnp.pad(xs, ((0, 0), (0, 0), (0, T - INPUTS)))), axis=1)

@@ -1,5 +1,6 @@
 # ptxas' report (registers, spills, serialized wgmma) of the tile regression kernel in three of
-# the fetch probe's forms: as landed; every product on the first parts; no products.
+# the fetch probe's forms: as it was then (before 2026-12-06c's changes); every product on the
+# first parts; no products.
 set -u
 export PYTHONPATH=.
 for v in "6 3 0" "6 3 1" "0 3 0"; do
