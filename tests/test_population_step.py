@@ -26,7 +26,8 @@ def _draw(rng, b, k, n, c, uint8):
                                            (1, 20, 16, 2, True), (64, 100, 33, 10, True)])
 def test_one_step_matches_reference_float64(b, k, n, c, uint8):
   with jax.enable_x64(True):
-    w0, b0, w1, b1, x, x_next, y = _draw(np.random.default_rng(), b, k, n, c, uint8)
+    seed = int(np.random.default_rng().integers(2**31))  # fresh inputs, said on a failure
+    w0, b0, w1, b1, x, x_next, y = _draw(np.random.default_rng(seed), b, k, n, c, uint8)
     lr = 0.37
     want = ps.reference(w0, b0, w1, b1, x, y, lr, x_next)
     fwd = dict(block_k=16, block_n=32, interpret=True)
@@ -43,7 +44,8 @@ def test_one_step_matches_reference_float64(b, k, n, c, uint8):
     tol = 1e-5 if uint8 else 1e-12
     for got, ref in zip((nw0, nb0, nw1, nb1, h_next, rows), want[:6]):
       assert got.dtype == jnp.float64
-      np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * 1e-2 if uint8 else tol)
+      np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * 1e-2 if uint8 else tol,
+                                 err_msg=f"inputs of seed {seed}")
     assert np.array_equal(correct, want[6])
 
 
