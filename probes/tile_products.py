@@ -40,6 +40,7 @@ from jax.experimental import pallas as pl
 
 from jaxshallow.run import cli
 from pallas_kernels import common
+from pallas_kernels.fused import tile_regression_mgpu
 from pallas_kernels.ops.dense_mgpu import split3
 from probes import hopper
 
@@ -56,7 +57,7 @@ def probe(form: str, iterations: int):
   iterations' (64, 64) results."""
   from jax.experimental.pallas import mosaic_gpu as gpu
   f32, bf16 = jnp.float32, jnp.bfloat16
-  swizzled = (gpu.TilingTransform((8, 64)), gpu.SwizzleTransform(128))
+  swizzled = tile_regression_mgpu._swizzled()  # the kernel's operands' transforms
   scratch = [[gpu.SMEM((T, K), bf16, transforms=swizzled)] * 3,
              [gpu.SMEM((K, T), bf16, transforms=swizzled)] * 3,
              gpu.SMEM((K, 3 * T), bf16, transforms=swizzled),
@@ -108,7 +109,7 @@ def fetched_probe(form: str, iterations: int):
   """As ``probe``, each iteration fetching both halves of the operands' parts first."""
   from jax.experimental.pallas import mosaic_gpu as gpu
   f32, bf16 = jnp.float32, jnp.bfloat16
-  swizzled = (gpu.TilingTransform((8, 64)), gpu.SwizzleTransform(128))
+  swizzled = tile_regression_mgpu._swizzled()
   half = K // 2
   parts = 1 if form == "fetch1+first" else 3
   scratch = [[[gpu.SMEM((T, half), bf16, transforms=swizzled)] * 3 for _ in range(2)],
@@ -165,23 +166,21 @@ def main(argv):
   print(f"device {d.device_kind}; jax {jax.__version__}; {CTAS} CTAs of one warpgroup; an "
         f"iteration: one product of 64 x 64 x {K} in bfloat16 parts; median of "
         f"{_REPEATS.value} launches")
-  print(f"{'form':>10s} {'us/iter':>8s} {'max rel err':>11s}")
-  for form in FORMS:
-    short, long_run = probe(form, SHORT), probe(form, LONG)
-    got = np.asarray(short(*args)[0], np.float64)
+  print(f"{'form':>12s} {'us/iter':>8s} {'max rel err':>11s}")
+
+  def report(build, form, inputs):  # one form: CTA 0's result against float64, and timed
+    short, long_run = build(form, SHORT), build(form, LONG)
+    got = np.asarray(short(*inputs)[0], np.float64)
     err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-    us = hopper.us_per_step(lambda: short(*args), lambda: long_run(*args), SHORT, LONG,
+    us = hopper.us_per_step(lambda: short(*inputs), lambda: long_run(*inputs), SHORT, LONG,
                             _REPEATS.value)
-    print(f"{form:>10s} {us:8.3f} {err:11.2e}", flush=True)
+    print(f"{form:>12s} {us:8.3f} {err:11.2e}", flush=True)
+  for form in FORMS:
+    report(probe, form, args)
   ap, bp = args[:2]  # each CTA its own copy: 12.6 MB, in L2
   fetched = (jnp.broadcast_to(ap, (CTAS,) + ap.shape), jnp.broadcast_to(bp, (CTAS,) + bp.shape))
   for form in FETCHED:
-    short, long_run = fetched_probe(form, SHORT), fetched_probe(form, LONG)
-    got = np.asarray(short(*fetched)[0], np.float64)
-    err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-    us = hopper.us_per_step(lambda: short(*fetched), lambda: long_run(*fetched), SHORT, LONG,
-                            _REPEATS.value)
-    print(f"{form:>12s} {us:8.3f} {err:11.2e}", flush=True)
+    report(fetched_probe, form, fetched)
 
 
 if __name__ == "__main__":
