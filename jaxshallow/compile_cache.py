@@ -31,7 +31,7 @@ import jaxlib
 import numpy as np
 import optax
 
-from jaxshallow import data as data_lib, files
+from jaxshallow import data as data_lib, files, mosaic_runtime
 
 ENV_VAR = "JAXSHALLOW_COMPILATION_CACHE"
 # A compilation that takes longer than this says so in one line.
@@ -39,6 +39,19 @@ NOTICE_AFTER_S = 3.0
 
 log = logging.getLogger("jaxshallow")
 _state = {"folder": None, "jax_dir": None}  # This process's folder; the JAX cache dir we set.
+
+# Held while a program is traced or lowered. Tracing in two threads at once is not safe: jax
+# registers some effect types at the first use of a module (Pallas' among them), and a CI run
+# (jax 0.10.2) failed with "Set changed size during iteration" inside a ``pl.when`` traced
+# while the evaluation's thread did that. XLA's compile, what runs side by side, is outside it.
+TRACING = threading.RLock()
+
+
+def lower_and_compile(jitted, *args, **static):
+  """``jitted.lower(*args, **static).compile()``, lowered under ``TRACING``."""
+  with TRACING:
+    lowered = jitted.lower(*args, **static)
+  return lowered.compile()
 
 
 def folder_of(setting: str | None) -> pathlib.Path | None:
@@ -106,20 +119,21 @@ def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
   program itself. ``exportable`` False (custom calls ``jax.export`` cannot keep, such as the
   triton impl's): XLA's cache only."""
   folder = _state["folder"]
-  plain = lambda: jitted.lower(*args, **static).compile()
+  plain = lambda: lower_and_compile(jitted, *args, **static)
   with _notice(what, folder):
     if folder is None or not exportable:
       return plain()
     leaves, in_tree = jax.tree.flatten(args)
     parts = [str(in_tree), *(f"{np.shape(x)} {x.dtype}" for x in leaves)]
-    if settings is not None:
-      parts.append(settings)
-    else:
-      traced = jitted.trace(*args, **static)
-      parts += [str(traced.jaxpr), *(np.asarray(c).tobytes().hex()
-                                     for c in traced.jaxpr.consts)]
-    path = folder / "lowered" / _key(parts)
-    entry = _load(path) or _export(jitted, in_tree, static, leaves)
+    with TRACING:
+      if settings is not None:
+        parts.append(settings)
+      else:
+        traced = jitted.trace(*args, **static)
+        parts += [str(traced.jaxpr), *(np.asarray(c).tobytes().hex()
+                                       for c in traced.jaxpr.consts)]
+      path = folder / "lowered" / _key(parts)
+      entry = _load(path) or _export(jitted, in_tree, static, leaves)
     if entry is None:  # Not exportable: compiled as usual.
       return plain()
     exported, out_tree = entry
@@ -128,7 +142,7 @@ def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
     first = np.cumsum([0] + [len(jax.tree.leaves(a)) for a in args])
     donated = tuple(i for a in donate for i in range(first[a], first[a + 1]))
     try:
-      fn = jax.jit(exported.call, donate_argnums=donated).lower(*leaves).compile()
+      fn = lower_and_compile(jax.jit(exported.call, donate_argnums=donated), *leaves)
     except Exception as e:  # noqa: BLE001 -- an entry this machine cannot run: compile anew.
       log.warning("compilation cache entry %s not usable here (%s); compiling anew", path.name,
                   _first_line(e))
@@ -212,47 +226,13 @@ def _export(jitted, in_tree, static, leaves):
 MOSAIC_GPU_CALL = "custom_call @mosaic_gpu"
 
 
-def _import_mosaic_gpu() -> None:
-  """Load Mosaic GPU's runtime before XLA loads an executable with one of its kernels: a warm run
-  traces nothing, so nothing else imports it, and without it the H100 refused the cached
-  executable ("Failed to lookup host symbol ... anonymous_mosaic_gpu", jax 0.11.2). What
-  importing Mosaic GPU's Python does for that is to point the custom call at its runtime library
-  (``MOSAIC_GPU_RUNTIME_LIB_PATH``, beside jaxlib's Mosaic GPU extension) and at CUDA
-  (``MOSAIC_GPU_CUDA_ROOT``): done here without the rest of that import, 0.2-0.3 s
-  (LIGHT_MOSAIC_IMPORT; docs/design/time_to_result.md), else the import itself. A program
-  without such a kernel skips it."""
-  if LIGHT_MOSAIC_IMPORT:
-    try:
-      from jax._src.lib import mosaic_gpu as mosaic_gpu_lib
-      runtime = (pathlib.Path(mosaic_gpu_lib._mosaic_gpu_ext.__file__).parent
-                 / "libmosaic_gpu_runtime.so")
-      if runtime.exists():
-        # As Mosaic GPU's import does (jax/experimental/mosaic/gpu/core.py): the runtime for
-        # the custom call, and the CUDA root for its compile where XLA's cache has no
-        # executable (a warm run of the lowered epoch alone).
-        from jax._src import lib
-        os.environ.setdefault("MOSAIC_GPU_RUNTIME_LIB_PATH", str(runtime))
-        os.environ.setdefault("MOSAIC_GPU_CUDA_ROOT", lib.cuda_path or "/usr/local/cuda")
-        return
-    except (ImportError, AttributeError):
-      pass
-  try:
-    import jax.experimental.mosaic.gpu  # noqa: F401
-  except ImportError:
-    pass
-
-
-# Whether a warm run points Mosaic GPU's custom call at its runtime without importing Mosaic GPU.
-LIGHT_MOSAIC_IMPORT = os.environ.get("JAXSHALLOW_LIGHT_MOSAIC_IMPORT", "1") == "1"
-
-
 def _load(path: pathlib.Path):
   """(exported, results' pytree) from an entry, or None. The folder is trusted as JAX's own
   cache is: an entry holds a program that will run."""
   try:
     entry = pickle.loads(path.read_bytes())
     if entry.get("mosaic_gpu"):
-      _import_mosaic_gpu()
+      mosaic_runtime.load()
     return jax.export.deserialize(bytearray(entry["exported"])), entry["out_tree"]
   except FileNotFoundError:
     return None

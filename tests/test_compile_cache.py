@@ -9,7 +9,7 @@ import sys
 import jax
 import pytest
 
-from jaxshallow import compile_cache
+from jaxshallow import compile_cache, mosaic_runtime
 from jaxshallow.run import config, runner
 
 from conftest import ROOT
@@ -101,7 +101,7 @@ def test_an_entry_with_a_mosaic_gpu_kernel_imports_mosaic_gpu_first(tmp_path, mo
   path = tmp_path / "entry"
   compile_cache._save(path, exported, "tree")
   imported = []
-  monkeypatch.setattr(compile_cache, "_import_mosaic_gpu", lambda: imported.append(1))
+  monkeypatch.setattr(mosaic_runtime, "load", lambda: imported.append(1))
   assert compile_cache._load(path)[1] == "tree" and not imported  # No Mosaic GPU kernel in it.
   monkeypatch.setattr(compile_cache, "MOSAIC_GPU_CALL", "stablehlo.add")  # As if it were one.
   compile_cache._save(path, exported, "tree")
@@ -124,3 +124,23 @@ def test_the_trainer_compiles_the_evaluation_beside_the_training():
     want = train.evaluate(trainer.params, *trainer.data[split], **trainer.static)
     assert got == pytest.approx(want, rel=1e-6)
   assert len(trainer.eval_fns) == 2
+
+
+def test_programs_are_lowered_one_thread_at_a_time_and_compiled_outside_the_lock():
+  """The evaluation compiles in a second thread; its tracing must not overlap the training's
+  (jax registers effect types as modules are first used: a CI run failed with "Set changed size
+  during iteration" in a ``pl.when``), while XLA's compile, what runs side by side, may."""
+  held = []
+
+  class Lowered:
+    def compile(self):
+      held.append(("compile", compile_cache.TRACING._is_owned()))
+      return "compiled"
+
+  class Jitted:
+    def lower(self, *args, **static):
+      held.append(("lower", compile_cache.TRACING._is_owned()))
+      return Lowered()
+
+  assert compile_cache.lower_and_compile(Jitted(), 1, a=2) == "compiled"
+  assert held == [("lower", True), ("compile", False)]

@@ -118,9 +118,10 @@ class JaxTrainer(TrainerState):
   def _compile_training(self) -> None:
     if self.mesh is not None:
       from jaxshallow.devices import data_parallel
-      self.fn = data_parallel.train_epoch.lower(
-          self.params, self.opt_state, *self.data["train"], self.orders[0], tx=self.tx,
-          batch_size=self.cfg.batch_size, the_mesh=self.mesh, **self.static).compile()
+      self.fn = compile_cache.lower_and_compile(
+          data_parallel.train_epoch, self.params, self.opt_state, *self.data["train"],
+          self.orders[0], tx=self.tx, batch_size=self.cfg.batch_size, the_mesh=self.mesh,
+          **self.static)
     elif self.cfg.dispatch == "scan":
       self.fn = self._compile_scan(self.orders[0])
       if self.orders[-1].shape != self.orders[0].shape:  # A shorter last call.
@@ -131,8 +132,8 @@ class JaxTrainer(TrainerState):
                             self.cfg.donate)
       example = (self._host_batch(self.orders[0][0]) if streamed
                  else (*self.data["train"], self.orders[0][0]))
-      self.fn = step.lower(self.params, self.opt_state, *example, tx=self.tx,
-                           **self.static).compile()
+      self.fn = compile_cache.lower_and_compile(step, self.params, self.opt_state, *example,
+                                                tx=self.tx, **self.static)
 
   def _compile_scan(self, orders):
     """The compiled epoch (``orders`` of one epoch) or epochs (one epoch's order a row)."""
