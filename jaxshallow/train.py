@@ -58,9 +58,11 @@ def make_optimizer(name: str = "sgd", lr: float = 0.1, momentum: float = 0.9) ->
 
 
 def to_float(x):
-  """uint8 pixels to float32 in [0, 1] (on the device, per batch); other inputs to float32."""
+  """uint8 pixels to float32 in [0, 1] (on the device, per batch); other inputs to float32.
+  Times float32 1/255, one IEEE rounding everywhere, as every kernel scales them: XLA's CPU
+  backend takes a division by 255 as that product when jitted only (jax 0.12.1)."""
   if x.dtype == jnp.uint8:
-    return x.astype(jnp.float32) / 255.0
+    return x.astype(jnp.float32) * (1.0 / 255.0)
   return x.astype(jnp.promote_types(x.dtype, jnp.float32))
 
 

@@ -35,7 +35,6 @@ def test_batch_conv_reads_uint8_pixels_as_to_float():
   _, x, labels = conv_batch.batch_conv(images, np.arange(9, dtype=np.uint8), order, 1,
                                        jnp.ones((3, 3, 1, 2)), jnp.zeros(2), batch=4,
                                        interpret=True)
-  # To the rounding of a float division (Triton's is not IEEE's; interpret mode's XLA may take
-  # the reciprocal).
-  np.testing.assert_allclose(x, train.to_float(images[order[4:8]]), rtol=2.5e-7, atol=0)
+  # Bit for bit: both scale by a float32 product (train.to_float).
+  np.testing.assert_array_equal(x, train.to_float(images[order[4:8]]))
   np.testing.assert_array_equal(labels, order[4:8])

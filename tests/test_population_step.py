@@ -36,15 +36,11 @@ def test_one_step_matches_reference_float64(b, k, n, c, uint8):
                                                       interpret=True)
     nw0, h_next = ps.update_forward(w0, x, gs, x_next, nb0, **fwd)
     assert np.array_equal(w0_same, w0)
-    # uint8 pixels become float32 x / 255 on both sides; once (a CI run, jax 0.12.0.1, the three
-    # uint8 cases in one worker, not reproduced) they differed by float32 pixel rounding (nw0 2.9e-6
-    # relative, 1.1e-8 absolute), likely XLA taking the division as a product by 1/255 in one
-    # program and not the other. The kernels' float64 arithmetic is checked to 1e-12 on the
-    # float inputs.
-    tol = 1e-5 if uint8 else 1e-12
+    # uint8 pixels are the same float32 values on both sides (a product by 1/255; a division
+    # had differed once, XLA's CPU backend taking it as that product when jitted only).
     for got, ref in zip((nw0, nb0, nw1, nb1, h_next, rows), want[:6]):
       assert got.dtype == jnp.float64
-      np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * 1e-2 if uint8 else tol,
+      np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12,
                                  err_msg=f"inputs of seed {seed}")
     assert np.array_equal(correct, want[6])
 

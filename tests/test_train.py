@@ -31,6 +31,22 @@ def test_init_mlp_any_depth():
   assert logits.shape == (3, 10)
 
 
+def test_pixels_are_the_same_float32_values_wherever_they_are_scaled():
+  """Every uint8 value scales to the same bits eagerly, jitted, in the numpy reference and in the
+  kernels' own scaling. (A division by 255 did not: XLA's CPU backend took it as a product by
+  1/255 when jitted only, jax 0.12.1, and a float64 check of a kernel failed on it.)"""
+  from pallas_kernels.fused import population_step
+  from pallas_kernels.ops import conv
+  x = np.arange(256, dtype=np.uint8)
+  want = np.arange(256, dtype=np.float32) * np.float32(1 / 255)
+  for name, f in [("eager", train.to_float), ("jit", jax.jit(train.to_float)),
+                  ("numpy", numpy_mlp.to_float), ("conv", jax.jit(conv.pixels)),
+                  ("population_step", jax.jit(population_step.pixels))]:
+    got = np.asarray(f(x if name == "numpy" else jnp.asarray(x)))
+    assert got.dtype == np.float32, name
+    np.testing.assert_array_equal(got, want, err_msg=name)
+
+
 def test_train_step_is_pure_and_jits():
   rng = np.random.default_rng(0)
   images, labels = synthetic(32, rng)

@@ -28,9 +28,10 @@ def cast(params, dtype):
 
 
 def to_float(x, dtype=np.float32):
-  """uint8 pixels to [0, 1]; other inputs cast to ``dtype``."""
+  """uint8 pixels to [0, 1] (times 1/255 in ``dtype``, as the jax impls scale them); other
+  inputs cast to ``dtype``."""
   if x.dtype == np.uint8:
-    return x.astype(dtype) / dtype(255)
+    return x.astype(dtype) * dtype(1 / 255)
   return x.astype(dtype)
 
 

@@ -294,7 +294,8 @@ def _inputs(plan, x_ref, s, k0, bk):
   x = common.load_tile(x_ref, s * plan.batch, k0, plan.rows, bk, row_ok=_row_ok(plan))
   if x_ref.dtype == jnp.uint8:
     x = x.astype(jnp.float32)
-    return x / 255.0 if plan.scale_u8 and not plan.int_inputs else x
+    scaled = plan.scale_u8 and not plan.int_inputs
+    return x * (1.0 / 255.0) if scaled else x  # As train.to_float: a product, bit for bit.
   return x.astype(common.acc_dtype(x_ref.dtype))
 
 

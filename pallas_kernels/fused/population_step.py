@@ -42,7 +42,7 @@ MAX_BATCH = 128  # The whole batch is one tile of rows in both kernels.
 def pixels(x):
   """Images as the model sees them (``jaxshallow.train.to_float``): uint8 scaled to [0, 1] in
   float32, other dtypes as they are."""
-  return x.astype(jnp.float32) / 255.0 if x.dtype == jnp.uint8 else x
+  return x.astype(jnp.float32) * (1.0 / 255.0) if x.dtype == jnp.uint8 else x
 
 
 def reference(w0, b0, w1, b1, x, y, lr, x_next):
@@ -71,7 +71,7 @@ def _load_pixels(x_ref, k0, block_b, block_k, dtype):
   rows, cols = common.span(0, block_b), common.span(k0, block_k)
   mask = (rows[:, None] < x_ref.shape[0]) & (cols[None, :] < x_ref.shape[1])
   x = plgpu.load(x_ref.at[rows[:, None], cols[None, :]], mask=mask, other=0)
-  return (x.astype(jnp.float32) / 255.0).astype(dtype)
+  return (x.astype(jnp.float32) * (1.0 / 255.0)).astype(dtype)
 
 
 # Kernels -------------------------------------------------------------------------------------

@@ -138,9 +138,10 @@ def _columns(group, c, vector=True):
 
 
 def pixels(v):
-  """uint8 pixels as float32 in [0, 1], as ``train.to_float`` makes them (to the rounding of the
-  division: Triton's float division is not IEEE's); other values as they are."""
-  return v.astype(jnp.float32) / 255.0 if v.dtype == jnp.uint8 else v
+  """uint8 pixels as float32 in [0, 1], as ``train.to_float`` makes them (bit for bit: a product
+  by float32 1/255, one IEEE rounding; Triton's float division is not IEEE's); other values as
+  they are."""
+  return v.astype(jnp.float32) * (1.0 / 255.0) if v.dtype == jnp.uint8 else v
 
 
 def _tap_tile(ref, rows, ok, ch, width_ok):
