@@ -17,9 +17,9 @@ import optax
 from absl import flags
 
 from experiments import guard_flags
-from jaxshallow import backends, cnn, mlp, models, ops, paths, synthetic, train
+from jaxshallow import backends, cnn, mlp, models, ops, synthetic, train
 from jaxshallow.fused import epoch as fused_epoch, step as fused_step
-from jaxshallow.reference import numpy_cnn
+from jaxshallow.reference import numpy_cnn, numpy_mlp
 from jaxshallow.run import cli, config
 from pallas_kernels.fused import (cluster_epoch_mgpu, cluster_mlp_mgpu, conv_batch,
                                   grid_regression_mgpu, logreg_mgpu, mlp_epoch, population_step,
@@ -420,7 +420,7 @@ def step_cases(rng, interpret):
       state32 = jax.tree.map(lambda a: a if a.dtype == jnp.int32 else a.astype(jnp.float32),
                              state64)
       (xla, _, _) = jax.jit(train.train_step, static_argnames=train.STATIC)(
-          params, state32, (jnp.asarray(images[order] / 255.0, jnp.float32), labels[order]),
+          params, state32, (train.to_float(jnp.asarray(images[order])), labels[order]),
           tx=tx, precision=precision, model=models.CNN)
       xla_err = error(xla)
       yield (f"cnn step, {name} (every parameter's change; xla {xla_err:.0e})", precision,
@@ -453,7 +453,9 @@ def _epoch_reference(params, x, y, order, lr, optimizer, batch, model, steps=EPO
     tx = train.make_optimizer(optimizer, lr)
     state, losses = tx.init(p), []
     step = jax.jit(functools.partial(train.train_step, tx=tx, model=model))
-    xs = np.asarray(x, dtype) / (255.0 if x.dtype == np.uint8 else 1.0)
+    # The pixels as the impls scale them: exact in float64, times float32 1/255 in float32.
+    xs = (np.asarray(x, dtype) / (255.0 if x.dtype == np.uint8 else 1.0) if float64
+          else numpy_mlp.to_float(np.asarray(x), np.float32))
     for s in range(steps):
       idx = order[s * batch:(s + 1) * batch]
       p, state, m = step(p, state, (xs[idx], y[idx]))

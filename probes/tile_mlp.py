@@ -30,7 +30,7 @@ def xla_steps(params, xs, onehot, lr):
   hi = lax.Precision.HIGHEST
 
   def loss_fn(p, x, oh):
-    h = x.astype(jnp.float32) / 255.0
+    h = x.astype(jnp.float32) * (1.0 / 255.0)  # As train.to_float.
     for i, l in enumerate(p):
       h = jnp.dot(h, l["w"], precision=hi) + l["b"]
       if i < 3:

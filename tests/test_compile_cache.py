@@ -126,21 +126,31 @@ def test_the_trainer_compiles_the_evaluation_beside_the_training():
   assert len(trainer.eval_fns) == 2
 
 
-def test_programs_are_lowered_one_thread_at_a_time_and_compiled_outside_the_lock():
+def test_programs_are_lowered_one_thread_at_a_time_and_compiled_outside_the_lock(
+    tmp_path, restore_jax_cache, monkeypatch):
   """The evaluation compiles in a second thread; its tracing must not overlap the training's
   (jax registers effect types as modules are first used: a CI run failed with "Set changed size
-  during iteration" in a ``pl.when``), while XLA's compile, what runs side by side, may."""
+  during iteration" in a ``pl.when``), while XLA's compile, what runs side by side, may. Through
+  the lowered cache: the trace, the export and the exported call's lowering under the lock."""
+  import jax.numpy as jnp
   held = []
 
-  class Lowered:
-    def compile(self):
-      held.append(("compile", compile_cache.TRACING._is_owned()))
-      return "compiled"
-
-  class Jitted:
-    def lower(self, *args, **static):
-      held.append(("lower", compile_cache.TRACING._is_owned()))
-      return Lowered()
-
-  assert compile_cache.lower_and_compile(Jitted(), 1, a=2) == "compiled"
-  assert held == [("lower", True), ("compile", False)]
+  def recorded(name, f):
+    def wrapper(*args, **kwargs):
+      held.append((name, compile_cache.TRACING._is_owned()))
+      return f(*args, **kwargs)
+    return wrapper
+  monkeypatch.setattr(jax.stages.Lowered, "compile",
+                      recorded("compile", jax.stages.Lowered.compile))
+  monkeypatch.setattr(compile_cache, "_export", recorded("export", compile_cache._export))
+  monkeypatch.setattr(compile_cache, "_load", recorded("load", compile_cache._load))
+  fn = jax.jit(lambda x, y: (x + y, x * y))
+  x = jnp.arange(3.0)
+  for folder in ("off", str(tmp_path)):
+    compile_cache.enable(folder)
+    held.clear()
+    compiled = compile_cache.compile(fn, (x, x), {}, settings=None)
+    assert [float(v) for v in compiled(x, x)[1]] == [0.0, 1.0, 4.0]
+    assert ("compile", False) in held and ("compile", True) not in held, held
+    if folder != "off":
+      assert ("export", True) in held and ("load", True) in held and len(held) == 3, held

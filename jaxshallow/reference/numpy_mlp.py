@@ -28,7 +28,7 @@ def cast(params, dtype):
 
 
 def to_float(x, dtype=np.float32):
-  """uint8 pixels to [0, 1] (times 1/255 in ``dtype``, as the jax impls scale them); other
+  """uint8 pixels to [0, 1], times 1/255 in ``dtype`` (in float32 the jax impls' bits); other
   inputs cast to ``dtype``."""
   if x.dtype == np.uint8:
     return x.astype(dtype) * dtype(1 / 255)

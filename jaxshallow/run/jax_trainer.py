@@ -105,7 +105,9 @@ class JaxTrainer(TrainerState):
       n = y.shape[0]
       for size in sorted({min(train.EVAL_BATCH, n - start)
                           for start in range(0, n, train.EVAL_BATCH)}):
-        self._eval_fn(x[:size], y[:size])
+        with compile_cache.TRACING:  # An eager slice is a program too.
+          chunk = x[:size], y[:size]
+        self._eval_fn(*chunk)
 
   def _eval_fn(self, x, y):
     """The compiled evaluation of a chunk of ``x``'s shape (compiled at its first use)."""
