@@ -61,39 +61,41 @@ def test_tiles_for_wide_mlps_and_batch_128():
     mlp_epoch.make_plan((784, 512, 256, 10), 64, 1, precision="tf32", split=True)
 
 
-def test_split_products_against_float64():
+# Two layers with one input tile (F_0 and F_1 merged); three layers over several input tiles
+# (every phase, split products in a middle layer's gradient too). A case a test, so that the
+# suite's workers share them (about 12 s each on the CPU).
+@pytest.mark.parametrize("widths,batch,optimizer", [
+    ((20, 70, 10), 7, "sgd"), ((20, 70, 10), 7, "momentum"), ((20, 70, 10), 7, "adam"),
+    ((150, 70, 40, 10), 9, "sgd")])
+def test_split_products_against_float64(widths, batch, optimizer):
   """A float32 plan with split products (bfloat16 parts, interpreted on the CPU), the pixels
   split or as integers (``int_inputs``), stays within float32's tolerance of the float64
   trajectory, at widths no tile divides and with each optimizer; its products differ from the
   IEEE ones (the split path ran)."""
   steps, rng = 3, np.random.default_rng(0)
-  # Two layers with one input tile (F_0 and F_1 merged); three layers over several input tiles
-  # (every phase, split products in a middle layer's gradient too).
-  for widths, batch, optimizer in [((20, 70, 10), 7, "sgd"), ((20, 70, 10), 7, "momentum"),
-                                   ((20, 70, 10), 7, "adam"), ((150, 70, 40, 10), 9, "sgd")]:
-    n = steps * batch
-    x = jnp.asarray(rng.integers(0, 256, (n, widths[0])), jnp.uint8)
-    y = jnp.asarray(rng.integers(0, 10, n), jnp.int32)
-    order = jnp.arange(n, dtype=jnp.int32)
-    tx = make_optimizer(optimizer, 1e-2 if optimizer == "adam" else 0.1)
-    params = init_mlp(jax.random.key(0), widths)
-    with jax.enable_x64(True):
-      p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
-      want_params, _, want = xla_steps(p64, jnp.asarray(x, jnp.float64) / 255, y, order, tx,
-                                       batch, steps, models.MLP)
-    runs = [mlp_epoch.train_epoch(params, None, x, y, order, tx.lr, tx.momentum, fused=False,
-                                  interpret=True, plan=mlp_epoch.make_plan(
-                                      widths, batch, steps, max_programs=3, hidden_block=32,
-                                      momentum=optimizer == "momentum", adam=optimizer == "adam",
-                                      split=split, int_inputs=int_inputs))
-            for split, int_inputs in ((True, False), (True, True), (False, False))]
-    for run in runs[:2]:
-      np.testing.assert_allclose(run[2], want, rtol=1e-5)
-      for a, b in zip(jax.tree.leaves(run[0]), jax.tree.leaves(want_params)):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
-    # Each path ran: three sets of products, three roundings.
-    w0 = [np.asarray(run[0][0]["w"]) for run in runs]
-    assert not np.array_equal(w0[0], w0[2]) and not np.array_equal(w0[1], w0[0])
+  n = steps * batch
+  x = jnp.asarray(rng.integers(0, 256, (n, widths[0])), jnp.uint8)
+  y = jnp.asarray(rng.integers(0, 10, n), jnp.int32)
+  order = jnp.arange(n, dtype=jnp.int32)
+  tx = make_optimizer(optimizer, 1e-2 if optimizer == "adam" else 0.1)
+  params = init_mlp(jax.random.key(0), widths)
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
+    want_params, _, want = xla_steps(p64, jnp.asarray(x, jnp.float64) / 255, y, order, tx,
+                                     batch, steps, models.MLP)
+  runs = [mlp_epoch.train_epoch(params, None, x, y, order, tx.lr, tx.momentum, fused=False,
+                                interpret=True, plan=mlp_epoch.make_plan(
+                                    widths, batch, steps, max_programs=3, hidden_block=32,
+                                    momentum=optimizer == "momentum", adam=optimizer == "adam",
+                                    split=split, int_inputs=int_inputs))
+          for split, int_inputs in ((True, False), (True, True), (False, False))]
+  for run in runs[:2]:
+    np.testing.assert_allclose(run[2], want, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(run[0]), jax.tree.leaves(want_params)):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+  # Each path ran: three sets of products, three roundings.
+  w0 = [np.asarray(run[0][0]["w"]) for run in runs]
+  assert not np.array_equal(w0[0], w0[2]) and not np.array_equal(w0[1], w0[0])
 
 
 # Wider hidden tiles (Plan.hidden_block), at depths 2 and 3, with each optimizer.
