@@ -47,11 +47,14 @@ _state = {"folder": None, "jax_dir": None}  # This process's folder; the JAX cac
 TRACING = threading.RLock()
 
 
-def lower_and_compile(jitted, *args, **static):
-  """``jitted.lower(*args, **static).compile()``, lowered under ``TRACING``."""
+def lower_and_compile(jitted, *args, lowered: threading.Event | None = None, **static):
+  """``jitted.lower(*args, **static).compile()``, lowered under ``TRACING``. ``lowered``: set
+  once the program is lowered, before XLA compiles it (another thread may trace then)."""
   with TRACING:
-    lowered = jitted.lower(*args, **static)
-  return lowered.compile()
+    program = jitted.lower(*args, **static)
+  if lowered is not None:
+    lowered.set()
+  return program.compile()
 
 
 def folder_of(setting: str | None) -> pathlib.Path | None:
@@ -110,16 +113,16 @@ def enable(setting: str | None = None) -> pathlib.Path | None:
 
 def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
             what: str = "the training epoch", settings: str | None = None,
-            exportable: bool = True) -> Callable:
+            exportable: bool = True, lowered: threading.Event | None = None) -> Callable:
   """``jitted.lower(*args, **static).compile()``, through the lowered cache where it is on.
   Returns a function of ``args``' pytrees. ``donate``: positions in ``args`` whose buffers the
   call may reuse (as ``jitted`` donates them). ``settings``: a text that fixes ``static``
   whole (the run's settings); the key is then that text, the arguments' shapes and the hash of
   this project's source, and a warm run does not even trace. Without it the key is the traced
   program itself. ``exportable`` False (custom calls ``jax.export`` cannot keep, such as the
-  triton impl's): XLA's cache only."""
+  triton impl's): XLA's cache only. ``lowered``: as ``lower_and_compile``'s."""
   folder = _state["folder"]
-  plain = lambda: lower_and_compile(jitted, *args, **static)
+  plain = lambda: lower_and_compile(jitted, *args, lowered=lowered, **static)
   with _notice(what, folder):
     if folder is None or not exportable:
       return plain()
@@ -142,7 +145,8 @@ def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
     first = np.cumsum([0] + [len(jax.tree.leaves(a)) for a in args])
     donated = tuple(i for a in donate for i in range(first[a], first[a + 1]))
     try:
-      fn = lower_and_compile(jax.jit(exported.call, donate_argnums=donated), *leaves)
+      fn = lower_and_compile(jax.jit(exported.call, donate_argnums=donated), *leaves,
+                             lowered=lowered)
     except Exception as e:  # noqa: BLE001 -- an entry this machine cannot run: compile anew.
       log.warning("compilation cache entry %s not usable here (%s); compiling anew", path.name,
                   _first_line(e))

@@ -126,6 +126,32 @@ def test_the_trainer_compiles_the_evaluation_beside_the_training():
   assert len(trainer.eval_fns) == 2
 
 
+def test_the_trainer_traces_the_evaluation_once_the_training_is_lowered(
+    tmp_path, restore_jax_cache, monkeypatch):
+  """The training's compile, the longer, starts first: the evaluation's thread waits for the
+  training's lowering (through the lowered cache or not) before it traces anything."""
+  from jaxshallow.run import jax_trainer, trainers
+  compiles, seen = [], []  # XLA compiles started; how many when the evaluation began
+  xla_compile = jax.stages.Lowered.compile
+  evaluation = jax_trainer.JaxTrainer.compile_evaluation
+
+  def counted(self, *args, **kwargs):
+    compiles.append(1)
+    return xla_compile(self, *args, **kwargs)
+
+  def noted(self):
+    seen.append(len(compiles))
+    return evaluation(self)
+  monkeypatch.setattr(jax.stages.Lowered, "compile", counted)
+  monkeypatch.setattr(jax_trainer.JaxTrainer, "compile_evaluation", noted)
+  for cache in ("off", str(tmp_path)):
+    compiles.clear()
+    cfg = config.resolve(config.Config(model="regression", dataset="small", epochs=1,
+                                       hidden=(8,), compilation_cache=cache))
+    trainers.make_trainer(cfg, runner.load_data(cfg)).compile()
+  assert len(seen) == 2 and all(n >= 1 for n in seen), seen
+
+
 def test_programs_are_lowered_one_thread_at_a_time_and_compiled_outside_the_lock(
     tmp_path, restore_jax_cache, monkeypatch):
   """The evaluation compiles in a second thread; its tracing must not overlap the training's

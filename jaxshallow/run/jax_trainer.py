@@ -4,6 +4,7 @@ call of one or several epochs."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from concurrent import futures
 
@@ -85,13 +86,23 @@ class JaxTrainer(TrainerState):
     evaluation's (``compile_evaluation``); returns the seconds until both were done (autotuning
     not included). Side by side because XLA's compile releases the GIL: a cold run of the
     CNN's pallas path had compiled its evaluation's Triton kernels after training, 2.6 s of
-    XLA's compile on the H100 (docs/design/time_to_result.md)."""
+    XLA's compile on the H100 (docs/design/time_to_result.md). The evaluation is traced once
+    the training is lowered: the training's compile, the longer, starts first (tracing takes
+    turns, ``compile_cache.TRACING``)."""
     if self.cfg.blocks == "auto":
       self._autotune()
     t0 = time.perf_counter()
+    lowered = threading.Event()
+
+    def evaluation_once_lowered():
+      lowered.wait()
+      self.compile_evaluation()
     with futures.ThreadPoolExecutor(1) as pool:
-      evaluation = pool.submit(self.compile_evaluation) if self.mesh is None else None
-      self._compile_training()
+      evaluation = pool.submit(evaluation_once_lowered) if self.mesh is None else None
+      try:
+        self._compile_training(lowered)
+      finally:
+        lowered.set()
     if evaluation is not None:
       evaluation.result()  # Its error, if any, here.
     return time.perf_counter() - t0
@@ -117,15 +128,16 @@ class JaxTrainer(TrainerState):
           settings=self._settings("evaluation"), exportable=self.cfg.impl != "triton")
     return self.eval_fns[x.shape]
 
-  def _compile_training(self) -> None:
+  def _compile_training(self, lowered: threading.Event | None = None) -> None:
+    """The training's program(s) compiled; ``lowered`` set once the first is lowered."""
     if self.mesh is not None:
       from jaxshallow.devices import data_parallel
       self.fn = compile_cache.lower_and_compile(
           data_parallel.train_epoch, self.params, self.opt_state, *self.data["train"],
           self.orders[0], tx=self.tx, batch_size=self.cfg.batch_size, the_mesh=self.mesh,
-          **self.static)
+          lowered=lowered, **self.static)
     elif self.cfg.dispatch == "scan":
-      self.fn = self._compile_scan(self.orders[0])
+      self.fn = self._compile_scan(self.orders[0], lowered)
       if self.orders[-1].shape != self.orders[0].shape:  # A shorter last call.
         self.fn_last = self._compile_scan(self.orders[-1])
     else:
@@ -135,9 +147,9 @@ class JaxTrainer(TrainerState):
       example = (self._host_batch(self.orders[0][0]) if streamed
                  else (*self.data["train"], self.orders[0][0]))
       self.fn = compile_cache.lower_and_compile(step, self.params, self.opt_state, *example,
-                                                tx=self.tx, **self.static)
+                                                tx=self.tx, lowered=lowered, **self.static)
 
-  def _compile_scan(self, orders):
+  def _compile_scan(self, orders, lowered: threading.Event | None = None):
     """The compiled epoch (``orders`` of one epoch) or epochs (one epoch's order a row)."""
     several = orders.ndim == 2
     if several:
@@ -153,7 +165,7 @@ class JaxTrainer(TrainerState):
              fusion=self.cfg.fusion or "ops", **self.static),
         donate=(0, 1) if self.cfg.donate else (),
         settings=self._settings("epochs" if several else "epoch"),
-        exportable=self.cfg.impl != "triton", what=what)
+        exportable=self.cfg.impl != "triton", what=what, lowered=lowered)
 
   def _settings(self, program: str) -> str | None:
     """What, beside the arguments' shapes and the source, makes this trainer's ``program``:
