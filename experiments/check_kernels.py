@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax import lax
 from absl import flags
 
 from experiments import guard_flags
@@ -1001,6 +1002,13 @@ def population_cases(rng, interpret):
       ref = jax.vmap(ps.reference)(*(jnp.asarray(w, jnp.float64) for w in weights), x, y,
                                         jnp.asarray(lr, jnp.float64), x_next)
       ref = [np.asarray(r) for r in ref]
+    # XLA's own TF32 step: h_next's error in TF32 is as large as its tolerance (the update's
+    # rounding, coherent over the pixels, all positive: 1.4e-3 to 1.6e-2 over 40 draws of
+    # this case, TF32 emulated in numpy), so TF32's bound is twice XLA's where that is larger.
+    xla_step = functools.partial(ps.reference, precision=lax.Precision.DEFAULT)
+    xla_tf32 = jax.jit(jax.vmap(xla_step))(*weights, x, y, lr, x_next)
+    xla_err = max(rel_err(g, r) for g, r in zip(xla_tf32[:6], ref[:6]))
+    tf32_bound = max(TOLERANCE["tf32"], 2 * xla_err)
     for precision in TOLERANCE:
       kw = dict(precision=precision, interpret=interpret)
 
@@ -1019,7 +1027,8 @@ def population_cases(rng, interpret):
       err = max(errs)
       if precision == "float32" and not np.array_equal(got[6], ref[6]):
         err = np.inf
-      yield f"population step m={members} b={b} k={k} n={n} c={c}", precision, err
+      case = f"population step m={members} b={b} k={k} n={n} c={c}"
+      yield (case, precision, err) + ((tf32_bound,) if precision == "tf32" else ())
 
 
 # The groups whose kernels are all Mosaic GPU (the others lower through Triton, the barrier
@@ -1072,8 +1081,9 @@ def main(argv):
     ok = err < (bound[0] if bound else TOLERANCE[precision])
     failures += not ok
     count += 1
-    if not ok or precision == "float32":
-      print(f"{'ok  ' if ok else 'FAIL'} {case:52s} {precision:9s} rel err {err:.2e}")
+    if not ok or precision == "float32" or bound:
+      own = f" (bound {bound[0]:.1e})" if bound else ""
+      print(f"{'ok  ' if ok else 'FAIL'} {case:52s} {precision:9s} rel err {err:.2e}{own}")
   print(f"{count - failures}/{count} checks passed (tolerances: {TOLERANCE})")
   if failures:
     print(f"the same inputs again: --seed={seed}")
