@@ -48,7 +48,7 @@ def pixels(x):
 def reference(w0, b0, w1, b1, x, y, lr, x_next, precision=lax.Precision.HIGHEST):
   """The plain-jnp twin of one step: SGD on batch (x, y), then the hidden activations of
   ``x_next`` under the new weights. Returns (w0, b0, w1, b1, h_next, row_loss, row_correct).
-  ``precision``: the forward products' (XLA's own TF32 with DEFAULT on a GPU)."""
+  ``precision``: its products' (DEFAULT: XLA's own TF32 on a GPU)."""
   hi = precision
   x, x_next = pixels(x), pixels(x_next)
 
