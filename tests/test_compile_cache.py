@@ -126,30 +126,38 @@ def test_the_trainer_compiles_the_evaluation_beside_the_training():
   assert len(trainer.eval_fns) == 2
 
 
-def test_the_trainer_traces_the_evaluation_once_the_training_is_lowered(
-    tmp_path, restore_jax_cache, monkeypatch):
-  """The training's compile, the longer, starts first: the evaluation's thread waits for the
-  training's lowering (through the lowered cache or not) before it traces anything."""
+def test_the_trainer_lowers_the_evaluation_before_the_training(tmp_path, restore_jax_cache,
+                                                                monkeypatch):
+  """On the GPU the evaluation's XLA compile is the longer beside a Pallas kernel's, so it
+  starts first: the training is not lowered before the evaluation's first program is (through
+  the lowered cache or not)."""
   from jaxshallow.run import jax_trainer, trainers
-  compiles, seen = [], []  # XLA compiles started; how many when the evaluation began
-  xla_compile = jax.stages.Lowered.compile
-  evaluation = jax_trainer.JaxTrainer.compile_evaluation
+  events = []
+  lower_and_compile = compile_cache.lower_and_compile
 
-  def counted(self, *args, **kwargs):
-    compiles.append(1)
-    return xla_compile(self, *args, **kwargs)
+  class Noted:  # The evaluation's event, noting when it is set
+    def __init__(self, event):
+      self.event = event
 
-  def noted(self):
-    seen.append(len(compiles))
-    return evaluation(self)
-  monkeypatch.setattr(jax.stages.Lowered, "compile", counted)
-  monkeypatch.setattr(jax_trainer.JaxTrainer, "compile_evaluation", noted)
+    def set(self):
+      events.append("evaluation lowered")
+      self.event.set()
+
+  def noted(jitted, *args, lowered=None, **static):
+    return lower_and_compile(jitted, *args, lowered=lowered and Noted(lowered), **static)
+  training = jax_trainer.JaxTrainer._compile_training
+
+  def started(self):
+    events.append("training started")
+    return training(self)
+  monkeypatch.setattr(compile_cache, "lower_and_compile", noted)
+  monkeypatch.setattr(jax_trainer.JaxTrainer, "_compile_training", started)
   for cache in ("off", str(tmp_path)):
-    compiles.clear()
+    events.clear()
     cfg = config.resolve(config.Config(model="regression", dataset="small", epochs=1,
                                        hidden=(8,), compilation_cache=cache))
     trainers.make_trainer(cfg, runner.load_data(cfg)).compile()
-  assert len(seen) == 2 and all(n >= 1 for n in seen), seen
+    assert events[:2] == ["evaluation lowered", "training started"], events
 
 
 def test_programs_are_lowered_one_thread_at_a_time_and_compiled_outside_the_lock(

@@ -84,32 +84,33 @@ class JaxTrainer(TrainerState):
   def compile(self) -> float:
     """Compile ahead of time the training's program and, beside it in a second thread, the
     evaluation's (``compile_evaluation``); returns the seconds until both were done (autotuning
-    not included). Side by side because XLA's compile releases the GIL: a cold run of the
-    CNN's pallas path had compiled its evaluation's Triton kernels after training, 2.6 s of
-    XLA's compile on the H100 (docs/design/time_to_result.md). The evaluation is traced once
-    the training is lowered: the training's compile, the longer, starts first (tracing takes
-    turns, ``compile_cache.TRACING``)."""
+    not included). Side by side because XLA's compile releases the GIL; the evaluation lowered
+    first (tracing takes turns, ``compile_cache.TRACING``), since on the GPU its XLA compile
+    is longer than a Pallas kernel's and runs while the kernel lowers
+    (docs/design/time_to_result.md)."""
     if self.cfg.blocks == "auto":
       self._autotune()
     t0 = time.perf_counter()
-    lowered = threading.Event()
+    lowered = threading.Event()  # The evaluation's first program
 
-    def evaluation_once_lowered():
-      lowered.wait()
-      self.compile_evaluation()
-    with futures.ThreadPoolExecutor(1) as pool:
-      evaluation = pool.submit(evaluation_once_lowered) if self.mesh is None else None
+    def evaluation_first():
       try:
-        self._compile_training(lowered)
+        self.compile_evaluation(lowered)
       finally:
         lowered.set()
+    with futures.ThreadPoolExecutor(1) as pool:
+      evaluation = pool.submit(evaluation_first) if self.mesh is None else None
+      if evaluation is not None:
+        lowered.wait()
+      self._compile_training()
     if evaluation is not None:
       evaluation.result()  # Its error, if any, here.
     return time.perf_counter() - t0
 
-  def compile_evaluation(self) -> None:
+  def compile_evaluation(self, lowered: threading.Event | None = None) -> None:
     """The evaluation's chunk shapes of the splits the run evaluates (the test split; the
-    regression net's training set too), compiled into ``eval_fns``."""
+    regression net's training set too), compiled into ``eval_fns``; ``lowered`` set once the
+    first is lowered."""
     splits = ("test", "train") if self.cfg.model == "regression" else ("test",)
     for split in splits:
       x, y = self.data[split]
@@ -118,26 +119,26 @@ class JaxTrainer(TrainerState):
                           for start in range(0, n, train.EVAL_BATCH)}):
         with compile_cache.TRACING:  # An eager slice is a program too.
           chunk = x[:size], y[:size]
-        self._eval_fn(*chunk)
+        self._eval_fn(*chunk, lowered=lowered)
 
-  def _eval_fn(self, x, y):
+  def _eval_fn(self, x, y, lowered: threading.Event | None = None):
     """The compiled evaluation of a chunk of ``x``'s shape (compiled at its first use)."""
     if x.shape not in self.eval_fns:
       self.eval_fns[x.shape] = compile_cache.compile(
           train.eval_batch_jit, (self.params, x, y), self.eval_static, what="the evaluation",
-          settings=self._settings("evaluation"), exportable=self.cfg.impl != "triton")
+          settings=self._settings("evaluation"), exportable=self.cfg.impl != "triton",
+          lowered=lowered)
     return self.eval_fns[x.shape]
 
-  def _compile_training(self, lowered: threading.Event | None = None) -> None:
-    """The training's program(s) compiled; ``lowered`` set once the first is lowered."""
+  def _compile_training(self) -> None:
     if self.mesh is not None:
       from jaxshallow.devices import data_parallel
       self.fn = compile_cache.lower_and_compile(
           data_parallel.train_epoch, self.params, self.opt_state, *self.data["train"],
           self.orders[0], tx=self.tx, batch_size=self.cfg.batch_size, the_mesh=self.mesh,
-          lowered=lowered, **self.static)
+          **self.static)
     elif self.cfg.dispatch == "scan":
-      self.fn = self._compile_scan(self.orders[0], lowered)
+      self.fn = self._compile_scan(self.orders[0])
       if self.orders[-1].shape != self.orders[0].shape:  # A shorter last call.
         self.fn_last = self._compile_scan(self.orders[-1])
     else:
@@ -147,9 +148,9 @@ class JaxTrainer(TrainerState):
       example = (self._host_batch(self.orders[0][0]) if streamed
                  else (*self.data["train"], self.orders[0][0]))
       self.fn = compile_cache.lower_and_compile(step, self.params, self.opt_state, *example,
-                                                tx=self.tx, lowered=lowered, **self.static)
+                                                tx=self.tx, **self.static)
 
-  def _compile_scan(self, orders, lowered: threading.Event | None = None):
+  def _compile_scan(self, orders):
     """The compiled epoch (``orders`` of one epoch) or epochs (one epoch's order a row)."""
     several = orders.ndim == 2
     if several:
@@ -165,7 +166,7 @@ class JaxTrainer(TrainerState):
              fusion=self.cfg.fusion or "ops", **self.static),
         donate=(0, 1) if self.cfg.donate else (),
         settings=self._settings("epochs" if several else "epoch"),
-        exportable=self.cfg.impl != "triton", what=what, lowered=lowered)
+        exportable=self.cfg.impl != "triton", what=what)
 
   def _settings(self, program: str) -> str | None:
     """What, beside the arguments' shapes and the source, makes this trainer's ``program``:
