@@ -6,7 +6,9 @@
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #     --platform manylinux_2_27_x86_64 -d /tmp/w jax==0.12.1 jaxlib==0.12.1 \
 #     jax-cuda13-plugin==0.12.1 jax-cuda13-pjrt==0.12.1
-#   tar cf - -C /tmp/w . | split -b 55M - .whl/part.
+#   tar cf - -C /tmp/w . | split -b 48M - .whl/part.
+# (five parts, the last 24 MiB: what travels, the checkout's 8.5 MiB, the part and .data's 11
+# MiB, must stay under 64 MiB.)
 # Calls 1..N-1 (back to back, carry [".whl/part.aa"] and so on, one a call, each well under a
 # second): mkdir -p /tmp/w && cp .whl/part.* /tmp/w/
 # Last call (carry [".data", ".whl/part.<last>"]): this script, about 9 minutes.
