@@ -140,8 +140,6 @@ def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
     if entry is None:  # Not exportable: compiled as usual.
       return plain()
     exported, out_tree = entry
-    if not path.exists():
-      _save(path, exported, out_tree)
     first = np.cumsum([0] + [len(jax.tree.leaves(a)) for a in args])
     donated = tuple(i for a in donate for i in range(first[a], first[a + 1]))
     try:
@@ -152,6 +150,8 @@ def compile(jitted, args: tuple, static: dict, *, donate: tuple[int, ...] = (),
                   _first_line(e))
       path.unlink(missing_ok=True)
       return plain()
+    if not path.exists():  # (after its compile: what waits for ``lowered`` need not wait)
+      _save(path, exported, out_tree)
   return _Compiled(fn, out_tree, in_tree)
 
 

@@ -129,8 +129,8 @@ def test_the_trainer_compiles_the_evaluation_beside_the_training():
 def test_the_trainer_lowers_the_evaluation_before_the_training(tmp_path, restore_jax_cache,
                                                                 monkeypatch):
   """On the GPU the evaluation's XLA compile is the longer beside a Pallas kernel's, so it
-  starts first: the training is not lowered before the evaluation's first program is (through
-  the lowered cache or not)."""
+  starts first: the training is not lowered before the evaluation's first program is (without
+  the lowered cache, through it, and read back from it)."""
   from jaxshallow.run import jax_trainer, trainers
   events = []
   lower_and_compile = compile_cache.lower_and_compile
@@ -152,7 +152,7 @@ def test_the_trainer_lowers_the_evaluation_before_the_training(tmp_path, restore
     return training(self)
   monkeypatch.setattr(compile_cache, "lower_and_compile", noted)
   monkeypatch.setattr(jax_trainer.JaxTrainer, "_compile_training", started)
-  for cache in ("off", str(tmp_path)):
+  for cache in ("off", str(tmp_path), str(tmp_path)):  # (the second time: read back)
     events.clear()
     cfg = config.resolve(config.Config(model="regression", dataset="small", epochs=1,
                                        hidden=(8,), compilation_cache=cache))

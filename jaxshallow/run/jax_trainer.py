@@ -102,6 +102,8 @@ class JaxTrainer(TrainerState):
       evaluation = pool.submit(evaluation_first) if self.mesh is None else None
       if evaluation is not None:
         lowered.wait()
+        if evaluation.done():  # Failed before lowering anything: say so now.
+          evaluation.result()
       self._compile_training()
     if evaluation is not None:
       evaluation.result()  # Its error, if any, here.

@@ -1,7 +1,7 @@
 #!/bin/bash
 # jax 0.11.2, H100. 1) The two regression phase kernels' PTX (for ptxas and the registers, read
 # here) and step times (#53). 2) The kernels that scale pixels, the rest of call 1's check (its
-# conv group passed, then its 200 s ran out). 3) Cold runs, xla and pallas alternating (#54),
+# conv cases passed as far as it got, then its 200 s ran out). 3) Cold runs, xla and pallas alternating (#54),
 # since the evaluation is traced once the training is lowered (b24bac3).
 set -u
 export PYTHONPATH=. JAXSHALLOW_DATA_DIR=$PWD/.data/data

@@ -4,12 +4,13 @@
 # one file, packed (call 2's folder was 40 MB packed).
 set -u
 export PYTHONPATH=.
-timeout 80 python3 -m experiments.check_kernels --seed=7 --only=population > $OUT/check_population.log 2>&1
+timeout 80 python3 -u -m experiments.check_kernels --seed=7 --only=population \
+  > $OUT/check_population.log 2>&1
 echo "rc $?" >> $OUT/check_population.log
 mkdir -p /tmp/ptx3
 MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_TO=/tmp/ptx3 timeout 60 python3 -m probes.grid_regression \
   --kernel=tile_regression --repeats=1 --steps=101 > /tmp/probe3.log 2>&1
 ls -la /tmp/ptx3 > $OUT/ptx_files.txt
-f=$(ls -S /tmp/ptx3/*.ptx 2>/dev/null | tail -1)
+f=$(ls /tmp/ptx3/*.ptx 2>/dev/null | head -1)  # (the two launches: the same kernel)
 [ -n "$f" ] && gzip -9 -c "$f" > $OUT/tile.ptx.gz
 cat $OUT/check_population.log $OUT/ptx_files.txt; ls -la $OUT
