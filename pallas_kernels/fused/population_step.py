@@ -49,19 +49,18 @@ def reference(w0, b0, w1, b1, x, y, lr, x_next, precision=lax.Precision.HIGHEST)
   """The plain-jnp twin of one step: SGD on batch (x, y), then the hidden activations of
   ``x_next`` under the new weights. Returns (w0, b0, w1, b1, h_next, row_loss, row_correct).
   ``precision``: its products' (DEFAULT: XLA's own TF32 on a GPU)."""
-  hi = precision
   x, x_next = pixels(x), pixels(x_next)
 
   def loss(p):
-    h = jax.nn.relu(jnp.dot(x, p[0], precision=hi) + p[1])
-    z = jnp.dot(h, p[2], precision=hi) + p[3]
+    h = jax.nn.relu(jnp.dot(x, p[0], precision=precision) + p[1])
+    z = jnp.dot(h, p[2], precision=precision) + p[3]
     rows = jax.nn.logsumexp(z, axis=1) - jnp.take_along_axis(z, y[:, None], axis=1)[:, 0]
     return jnp.mean(rows), (rows, jnp.argmax(z, axis=1) == y)
 
   p = (w0, b0, w1, b1)
   grads, (rows, correct) = jax.grad(loss, has_aux=True)(p)
   w0, b0, w1, b1 = (a - lr * g for a, g in zip(p, grads))
-  h_next = jax.nn.relu(jnp.dot(x_next, w0, precision=hi) + b0)
+  h_next = jax.nn.relu(jnp.dot(x_next, w0, precision=precision) + b0)
   return w0, b0, w1, b1, h_next, rows, correct.astype(jnp.int32)
 
 
