@@ -2,8 +2,9 @@
 ``MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_TO=dir`` wrote on the GPU: ptxas assembles it for
 sm_90a, cuobjdump lists its SASS, and the spill stores and loads (STL, LDL) are counted by how
 many tensor-core products (HGMMA) come before them, which places them in a kernel's walk of
-tiles. ptxas and cuobjdump: the ones an installed triton wheel carries
-(``triton/backends/nvidia/bin``), or ``--bin``.
+tiles. ptxas and cuobjdump (which runs nvdisasm): the ones an installed triton wheel carries
+(``triton/backends/nvidia/bin``), or ``--bin`` (for example from the ``nvidia-cuda-nvcc``,
+``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels).
 
   python -m probes.spills --ptx=/path/to/anonymous_0.ptx
 
@@ -83,8 +84,12 @@ def main(argv):
     if done.returncode:
       sys.exit(f"error: ptxas failed: {done.stderr.strip().splitlines()[-1]}")
     report = done.stderr
-    sass = subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", cubin],
-                          capture_output=True, text=True, check=True).stdout
+    done = subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", cubin],
+                          capture_output=True, text=True,  # (it runs nvdisasm, found on PATH)
+                          env=dict(os.environ, PATH=tools + os.pathsep + os.environ["PATH"]))
+    if done.returncode:
+      sys.exit(f"error: cuobjdump failed: {(done.stderr.strip() or '?').splitlines()[-1]}")
+    sass = done.stdout
   for line in report.splitlines():
     if re.search(r"spill|Used \d+ registers|serializ", line):
       print(line.strip())

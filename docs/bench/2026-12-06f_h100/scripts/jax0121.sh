@@ -11,7 +11,7 @@
 # MiB, must stay under 64 MiB.)
 # Calls 1..N-1 (back to back, carry [".whl/part.aa"] and so on, one a call, each well under a
 # second): mkdir -p /tmp/w && cp .whl/part.* /tmp/w/
-# Last call (carry [".data", ".whl/part.<last>"]): this script, about 9 minutes.
+# Last call (carry [".data", ".whl/part.<last>"]): this script, about 7 minutes.
 set -u
 mkdir -p /tmp/w && cp .whl/part.* /tmp/w/
 cat /tmp/w/part.* | tar xf - -C /tmp/w
@@ -30,10 +30,5 @@ for v in 0121 0112; do
     --points="mlp reference,softmax regression,cnn reference" --out_dir=$OUT/grid_$v \
     > $OUT/grid_$v.log 2>&1
 done
-# 3. The pixels' product on jax 0.11.2: the kernels that scale pixels (conv, population step,
-# grid epoch kernel) against float64.
-timeout 150 python3 -m experiments.check_kernels --seed=7 --only=conv,step,population,epoch \
-  --epoch_cases=0:4 \
-  > $OUT/check_pixels_0112.log 2>&1; echo "rc $?" >> $OUT/check_pixels_0112.log
 grep -h "passed\|failed\|rc " $OUT/*.log | tail -20
 for v in 0121 0112; do grep -A6 "^| point" $OUT/grid_$v/GRID.md; done
