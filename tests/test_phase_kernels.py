@@ -41,6 +41,18 @@ def test_kernel_lowers(name, steps):
   assert "fence.proxy.async.global" in text  # Before copies read what other CTAs wrote
 
 
+def test_quarter_barriers_lower():
+  """grid_regression_mgpu's barriers 1 and 2 by row quarter (``QUARTER_BARRIERS``): a counter
+  a quarter beside the grid's, the same kernel otherwise."""
+  if common.jax_version() < LOWERS_FROM["grid_regression"]:
+    pytest.skip("jax 0.10's Mosaic GPU lowers no concatenate in Lane semantics: not taken")
+  f32, shapes = jnp.float32, [(32, 256), (256, 256), (256,), (2, 256, 32), (2, 256)]
+  texts = [jax.jit(lambda *a, q=q: grid_regression_mgpu.train_steps(*a, 0.002, quarter_barriers=q))
+           .trace(*(jax.ShapeDtypeStruct(s, f32) for s in shapes))
+           .lower(lowering_platforms=("cuda",)).as_text() for q in (False, True)]
+  assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
+
+
 def _data(rng, steps, widths):
   n = steps * 256 + 3
   x, y = synthetic.make_regression(n, rng)

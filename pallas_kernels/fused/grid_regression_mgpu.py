@@ -76,6 +76,10 @@ WIDE = 4 * UNITS
 # the dW1 and the dw2 parts (3 + 8); the dW0 parts (4); the first weights (3).
 MB_X, MB_Y, MB_B, MB_C, MB_D, MB_E, MB_INIT = 0, 3, 4, 10, 11, 22, 26
 MBARRIERS = 29
+# Barriers 1 and 2 among the 16 CTAs of a row quarter only (what B and C read, h1[r, :] and the
+# partial outputs of rows r, comes from their quarter; barriers 3 and 4 stay grid-wide: D and
+# E read the four quarters' weight gradients). Off until measured on a GPU (the same bits).
+QUARTER_BARRIERS = False
 PHASES = ("a_product", "a_send", "barrier_1", "b_fetch", "b_product", "b_outputs", "b_send",
           "barrier_2", "c_fetch", "c_outputs", "c_product", "c_send", "barrier_3", "d_fetch",
           "d_products", "d_dw0", "d_send", "barrier_4", "e_update")  # For the profiler
@@ -92,13 +96,14 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
             w0_out, w1_out, w2_out, out_out,  # outputs
             h1_g, part_g, dz2_g, dw1_g, dw2_g, dw0_g, w1_g, w1c_g,  # exchanges (global memory)
             xp, y, w0p, acts, gp, sendp, f64, vec64, vec16, w2_all, parts_in, dw2_in,
-            dw_in, tma, *, steps: int, lr: float):
+            dw_in, tma, *, steps: int, lr: float, quarter_barriers: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row
   by_col = plgpu.Layout.WGMMA.reduce(0)  # (16,): one value a unit
-  counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))
+  # The grid's arrivals, then each row quarter's (``QUARTER_BARRIERS``)
+  counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1 + QUARTERS if quarter_barriers else 1,)))
   r, u = lax.axis_index("row"), lax.axis_index("unit")
   # Multiples of the tiles, said so: Mosaic GPU's layout inference cannot prove it of a traced
   # offset.
@@ -156,6 +161,17 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
     grid_barrier.barrier(counter.at[0], k * CTAS)
     grid_barrier.fence_for_copies()
 
+  def meet_quarter(k):  # The k-th barrier of this row quarter's 16 CTAs
+    grid_barrier.barrier(counter.at[1 + r], k * SLICES)
+    grid_barrier.fence_for_copies()
+
+  def meet_n(n, s, k):  # The n-th barrier (1-4) of step s; k = 4 s + 1, the barriers before
+    if not quarter_barriers:
+      return meet(k + n)
+    if n <= 2:  # (then two grid barriers a step, and two of the quarter's)
+      return meet_quarter(2 * s + n)
+    return meet(2 * s + n - 1)
+
   def fetch_x(s):
     fetch([(xp_in.at[s, r, k], xp[k]) for k in range(3)] + [(y_in.at[s, r], y)], MB_X)
 
@@ -196,7 +212,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
       with jax.named_scope("a_send"):
         send([(sendp[i], h1_g.at[i, r, :, units]) for i in range(3)])
       with jax.named_scope("barrier_1"):
-        meet(k + 1)
+        meet_n(1, s, k)
       # B: z2 = h1[r] W1[:, u].
       with jax.named_scope("b_fetch"):
         fetch([(h1_g.at[i, r], acts[i]) for i in range(3)], MB_B)
@@ -211,7 +227,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
     with jax.named_scope("b_send"):
       send([(vec64, part_g.at[r, u])])
     with jax.named_scope("barrier_2"):
-      meet(k + 2)
+      meet_n(2, s, k)
 
     def phases_cd(w1r):  # W1[u, :]'s parts one above the other, held from C to D
       fetch([(w1_g.at[parity, i, units, :], w1r.at[pl.ds(i * UNITS, UNITS)])
@@ -248,7 +264,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
       with jax.named_scope("c_send"):
         send([(dw_in, dw1_g.at[r, u])])
       with jax.named_scope("barrier_3"):
-        meet(k + 3)
+        meet_n(3, s, k)
       # D: dh1 = dz2[r] W1[u, :]^T.
       with jax.named_scope("d_fetch"):
         fetch([(dz2_g.at[i, r], acts[i]) for i in range(3)]
@@ -286,7 +302,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
       put_wide(bits, gp)  # (after the dW0 product, which read dz1's parts there)
       send([(f64, dw0_g.at[r, u]), (gp, w1c_g.at[1 - parity, u, rows])])
     with jax.named_scope("barrier_4"):
-      meet(k + 4)
+      meet_n(4, s, k)
     # E: W0[:, u] updated from the four dW0 parts.
     with jax.named_scope("e_update"):
       fetch([(dw0_g.at[q, u], quarter(q)) for q in range(QUARTERS)], MB_E)
@@ -320,7 +336,8 @@ def _swizzled():
 
 
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float, profile_dir: str | None = None):
+def _call(steps: int, lr: float, profile_dir: str | None = None,
+          quarter_barriers: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
@@ -331,7 +348,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None):
   if profile_dir:  # (as cluster_epoch_mgpu sizes it)
     params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr),
+      functools.partial(_kernel, steps=steps, lr=lr, quarter_barriers=quarter_barriers),
       out_type=(shape((PADDED, HIDDEN), f32), shape((HIDDEN, HIDDEN), f32),
                 shape((HIDDEN,), f32), shape((steps, QUARTERS, ROWS), f32),
                 # The exchanges, read back and dropped: h1's parts, the partial outputs,
@@ -371,18 +388,21 @@ def _call(steps: int, lr: float, profile_dir: str | None = None):
       ])
 
 
-def train_steps(w0, w1, w2, xs, ys, lr: float, profile_dir: str | None = None):
+def train_steps(w0, w1, w2, xs, ys, lr: float, profile_dir: str | None = None,
+                quarter_barriers: bool | None = None):
   """``steps`` SGD steps in one launch: w0 (32, 256), w1 (256, 256), w2 (256,), xs (steps,
   256, 32), ys (steps, 256) float32. Returns (w0, w1, w2, losses), losses (steps,) each step's
   mean squared error before its update. Hopper only; ``profile_dir`` adds Mosaic GPU's profiler
-  (a few steps only: its buffer shares shared memory with the kernel's)."""
+  (a few steps only: its buffer shares shared memory with the kernel's); ``quarter_barriers``
+  (default ``QUARTER_BARRIERS``) meets barriers 1 and 2 by row quarter."""
   steps = xs.shape[0]
   grid_barrier.check_resident_ctas(CTAS)
   pad = ((0, 0), (0, 0), (0, PADDED - INPUTS))
   xp = jnp.stack(split3(jnp.pad(xs, pad)), axis=1)  # (steps, 3, 256, 64)
   xp = xp.reshape(steps, 3, QUARTERS, ROWS, PADDED).transpose(0, 2, 1, 3, 4)
   w0p = jnp.pad(w0, ((0, PADDED - INPUTS), (0, 0)))
-  call = _call(steps, float(lr), profile_dir)
+  call = _call(steps, float(lr), profile_dir,
+               QUARTER_BARRIERS if quarter_barriers is None else quarter_barriers)
   w0p, w1, w2, outs, *_ = call(w0p, w1, w2.reshape(SLICES, UNITS), xp,
                                ys.reshape(steps, QUARTERS, ROWS))
   sq = jnp.square(outs.reshape(steps, BATCH) - ys)
