@@ -454,9 +454,8 @@ def _epoch_reference(params, x, y, order, lr, optimizer, batch, model, steps=EPO
     tx = train.make_optimizer(optimizer, lr)
     state, losses = tx.init(p), []
     step = jax.jit(functools.partial(train.train_step, tx=tx, model=model))
-    # The pixels as the impls scale them: exact in float64, times float32 1/255 in float32.
-    xs = (np.asarray(x, dtype) / (255.0 if x.dtype == np.uint8 else 1.0) if float64
-          else numpy_mlp.to_float(np.asarray(x), np.float32))
+    # The pixels as the impls scale them: times 1/255 in the reference's float type.
+    xs = numpy_mlp.to_float(np.asarray(x), np.float64 if float64 else np.float32)
     for s in range(steps):
       idx = order[s * batch:(s + 1) * batch]
       p, state, m = step(p, state, (xs[idx], y[idx]))
