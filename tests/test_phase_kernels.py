@@ -41,15 +41,22 @@ def test_kernel_lowers(name, steps):
   assert "fence.proxy.async.global" in text  # Before copies read what other CTAs wrote
 
 
-def test_quarter_barriers_lower():
-  """grid_regression_mgpu's barriers 1 and 2 by row quarter (``QUARTER_BARRIERS``): a counter
-  a quarter beside the grid's, the same kernel otherwise."""
-  if common.jax_version() < LOWERS_FROM["grid_regression"]:
+@pytest.mark.parametrize("name, option", [("grid_regression", "quarter_barriers"),
+                                          ("grid_regression", "fresh_descriptors"),
+                                          ("tile_regression", "fresh_descriptors")])
+def test_options_lower(name, option):
+  """The kernels' forms not yet measured on a GPU (``QUARTER_BARRIERS``: barriers 1 and 2 by
+  row quarter; ``FRESH_DESCRIPTORS``: each product's operand descriptors computed where it runs)
+  lower for Hopper, and differ from the default form."""
+  kernel, widths = KERNELS[name]
+  if common.jax_version() < LOWERS_FROM[name]:
     pytest.skip("jax 0.10's Mosaic GPU lowers no concatenate in Lane semantics: not taken")
-  f32, shapes = jnp.float32, [(32, 256), (256, 256), (256,), (2, 256, 32), (2, 256)]
-  texts = [jax.jit(lambda *a, q=q: grid_regression_mgpu.train_steps(*a, 0.002, quarter_barriers=q))
+  f32 = jnp.float32
+  shapes = ([(a, b) for a, b in zip(widths[:-2], widths[1:-1])] + [(widths[-2],)]
+            + [(2, 256, 32), (2, 256)])
+  texts = [jax.jit(lambda *a, on=on: kernel.train_steps(*a, 0.002, **{option: on}))
            .trace(*(jax.ShapeDtypeStruct(s, f32) for s in shapes))
-           .lower(lowering_platforms=("cuda",)).as_text() for q in (False, True)]
+           .lower(lowering_platforms=("cuda",)).as_text() for on in (False, True)]
   assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
 
 

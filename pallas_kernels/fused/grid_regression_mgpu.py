@@ -80,6 +80,10 @@ MBARRIERS = 29
 # partial outputs of rows r, comes from their quarter; barriers 3 and 4 stay grid-wide: D and
 # E read the four quarters' weight gradients). Off until measured on a GPU (the same bits).
 QUARTER_BARRIERS = False
+# Each product's wgmma descriptors computed where it runs, from an offset read then (a zero),
+# not hoisted out of the step's loop (the 64-row C product's PTX, 2026-12-07: 48 computed before
+# the loop; ``tile_regression_mgpu.FRESH_DESCRIPTORS``). Off until measured on a GPU.
+FRESH_DESCRIPTORS = False
 PHASES = ("a_product", "a_send", "barrier_1", "b_fetch", "b_product", "b_outputs", "b_send",
           "barrier_2", "c_fetch", "c_outputs", "c_product", "c_send", "barrier_3", "d_fetch",
           "d_products", "d_dw0", "d_send", "barrier_4", "e_update")  # For the profiler
@@ -96,7 +100,8 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
             w0_out, w1_out, w2_out, out_out,  # outputs
             h1_g, part_g, dz2_g, dw1_g, dw2_g, dw0_g, w1_g, w1c_g,  # exchanges (global memory)
             xp, y, w0p, acts, gp, sendp, f64, vec64, vec16, w2_all, parts_in, dw2_in,
-            dw_in, tma, *, steps: int, lr: float, quarter_barriers: bool):
+            dw_in, tma, *zero_s, steps: int, lr: float, quarter_barriers: bool,
+            fresh: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
@@ -116,13 +121,21 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
   def cols_of(v):  # (16,) -> (64, 16): v along the columns
     return lax.broadcast_in_dim(v, (ROWS, UNITS), [1])
 
-  def products(m, a, b, n=WIDE, meanwhile=None):  # (m, 16): the sum of a_i b_j over i, j
-    # on the tensor cores, b's parts side by side (N = 48 or 64: a few wide instructions, not
-    # many of N = 16), the smallest first; ``meanwhile()`` runs while they do (it must not
-    # write a or b), and its result comes back beside theirs
+  def operand(ref, zero, transposed):  # ref (transposed), with ``fresh`` at the offset
+    # ``zero`` (read by the product): its wgmma descriptor computed there
+    if fresh:
+      ref = ref.at[pl.ds(pl.multiple_of(zero, 8), ref.shape[0])]
+    return ref.transpose((1, 0)) if transposed else ref
+
+  def products(m, a, b, n=WIDE, meanwhile=None, ta=False, tb=False):  # (m, 16): the sum of
+    # a_i b_j over i, j (a_i, b transposed where ta, tb) on the tensor cores, b's parts side
+    # by side (N = 48 or 64: a few wide instructions, not many of N = 16), the smallest first;
+    # ``meanwhile()`` runs while they do (it must not write a or b), and its result comes back
+    # beside theirs
     def run(acc):
+      zero = zero_s[0][0] if fresh else None
       for i in (2, 1, 0):
-        plgpu.wgmma(acc, a[i], b)
+        plgpu.wgmma(acc, operand(a[i], zero, ta), operand(b, zero, tb))
       extra = meanwhile() if meanwhile else None
       plgpu.wgmma_wait(0)
       return acc[...], extra
@@ -178,6 +191,8 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
   def quarter(q):  # dw_in's rows 64q .. 64q + 63
     return dw_in.at[pl.ds(q * ROWS, ROWS)]
 
+  if fresh:
+    zero_s[0][0] = jnp.int32(0)
   # The weights: W0[:, u] (padded) and w2[u] as every CTA of slice u holds them, W1's quarter
   # (all of w2: a copy moves a multiple of 128 bytes).
   fetch([(w0_in.at[:, units], f64), (w1_in.at[rows, units], quarter(0)), (w2_in, w2_all)],
@@ -259,8 +274,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
           plgpu.commit_smem()
           plgpu.copy_smem_to_gmem(vec64, out_out.at[s, r])
       with jax.named_scope("c_product"):
-        dw_in[...], _ = products(HIDDEN, [a.transpose((1, 0)) for a in acts], gp,
-                                 meanwhile=send_small)
+        dw_in[...], _ = products(HIDDEN, acts, gp, meanwhile=send_small, ta=True)
       with jax.named_scope("c_send"):
         send([(dw_in, dw1_g.at[r, u])])
       with jax.named_scope("barrier_3"):
@@ -286,14 +300,14 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
           plgpu.copy_smem_to_gmem(sendp[i], w1_g.at[1 - parity, i, rows, units])
         return w1q_new, w2 - lr * dw2, bits
       with jax.named_scope("d_products"):
-        return products(ROWS, acts, w1r.transpose((1, 0)), 3 * UNITS, meanwhile=update_w1)
+        return products(ROWS, acts, w1r, 3 * UNITS, meanwhile=update_w1, tb=True)
     dh1, (w1q, w2, bits) = pl.run_scoped(
         phases_cd, plgpu.SMEM((3 * UNITS, HIDDEN), bf16, transforms=swizzled))
     # dz1, the dW0 part out; W1's quarter and w2 updated.
     with jax.named_scope("d_dw0"):
       put_wide(parts_of(jnp.where(z1 > 0.0, dh1, 0.0)), gp)
       plgpu.commit_smem()
-      f64[...] = products(PADDED, [a.transpose((1, 0)) for a in xp], gp)
+      f64[...] = products(PADDED, xp, gp, ta=True)
 
     @pl.when(s + 1 < steps)
     def _():
@@ -337,7 +351,7 @@ def _swizzled():
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float, profile_dir: str | None = None,
-          quarter_barriers: bool = False):
+          quarter_barriers: bool = False, fresh: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
@@ -348,7 +362,8 @@ def _call(steps: int, lr: float, profile_dir: str | None = None,
   if profile_dir:  # (as cluster_epoch_mgpu sizes it)
     params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr, quarter_barriers=quarter_barriers),
+      functools.partial(_kernel, steps=steps, lr=lr, quarter_barriers=quarter_barriers,
+                        fresh=fresh),
       out_type=(shape((PADDED, HIDDEN), f32), shape((HIDDEN, HIDDEN), f32),
                 shape((HIDDEN,), f32), shape((steps, QUARTERS, ROWS), f32),
                 # The exchanges, read back and dropped: h1's parts, the partial outputs,
@@ -385,16 +400,17 @@ def _call(steps: int, lr: float, profile_dir: str | None = None,
           # The dW1 part (C); the four dW1 parts of W1's quarter (D); the four dW0 parts (E)
           plgpu.SMEM((HIDDEN, UNITS), f32),
           plgpu.Barrier(num_barriers=MBARRIERS),
-      ])
+      ] + ([plgpu.SMEM((1,), jnp.int32)] if fresh else []))  # a zero (``FRESH_DESCRIPTORS``)
 
 
 def train_steps(w0, w1, w2, xs, ys, lr: float, profile_dir: str | None = None,
-                quarter_barriers: bool | None = None):
+                quarter_barriers: bool | None = None, fresh_descriptors: bool | None = None):
   """``steps`` SGD steps in one launch: w0 (32, 256), w1 (256, 256), w2 (256,), xs (steps,
   256, 32), ys (steps, 256) float32. Returns (w0, w1, w2, losses), losses (steps,) each step's
   mean squared error before its update. Hopper only; ``profile_dir`` adds Mosaic GPU's profiler
   (a few steps only: its buffer shares shared memory with the kernel's); ``quarter_barriers``
-  (default ``QUARTER_BARRIERS``) meets barriers 1 and 2 by row quarter."""
+  (default ``QUARTER_BARRIERS``) meets barriers 1 and 2 by row quarter; ``fresh_descriptors``
+  (default ``FRESH_DESCRIPTORS``) computes each product's operand descriptors where it runs."""
   steps = xs.shape[0]
   grid_barrier.check_resident_ctas(CTAS)
   pad = ((0, 0), (0, 0), (0, PADDED - INPUTS))
@@ -402,7 +418,8 @@ def train_steps(w0, w1, w2, xs, ys, lr: float, profile_dir: str | None = None,
   xp = xp.reshape(steps, 3, QUARTERS, ROWS, PADDED).transpose(0, 2, 1, 3, 4)
   w0p = jnp.pad(w0, ((0, PADDED - INPUTS), (0, 0)))
   call = _call(steps, float(lr), profile_dir,
-               QUARTER_BARRIERS if quarter_barriers is None else quarter_barriers)
+               QUARTER_BARRIERS if quarter_barriers is None else quarter_barriers,
+               FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors)
   w0p, w1, w2, outs, *_ = call(w0p, w1, w2.reshape(SLICES, UNITS), xp,
                                ys.reshape(steps, QUARTERS, ROWS))
   sq = jnp.square(outs.reshape(steps, BATCH) - ys)

@@ -89,6 +89,11 @@ BARRIERS_PER_STEP = 8
 # The products of parts a product sums (the three dropped would cost a third of the tensor
 # cores' time, which bounds this kernel's phases).
 PAIRS = common.SPLIT3_PAIRS
+# Each product's wgmma descriptors computed where it runs, from an offset read then (a zero),
+# not hoisted out of the step's loop: the kernel's PTX on the H100 (jax 0.11.2, 2026-12-06f)
+# computes all 216 before the loop, and ptxas' 1,676 bytes of spill stores are those values
+# (2026-12-07). Off until measured on a GPU.
+FRESH_DESCRIPTORS = False
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -107,7 +112,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
             w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
             w1p_g, w2p_g, h1_g, z1_g, h2_g, z2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
             stage, vec, y, po_in, dw3_in, w3_s, c_s, mb, *, steps: int, lr: float, products: int,
-            parts: int, first_only: bool):
+            parts: int, first_only: bool, fresh: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
@@ -129,6 +134,14 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   # The step's loop reads c again from shared memory, so that nothing derived from it is hoisted
   # out of the loop into registers (see the module's docstring: registers).
   c_s[0] = c
+  if fresh:  # (``FRESH_DESCRIPTORS``) a zero, read where a product is
+    c_s[1] = jnp.int32(0)
+
+  def operand(ref, zero):  # ref, or with ``fresh`` ref at the offset ``zero`` (read by the
+    # product): the address of each wgmma operand, and so its descriptor, computed there
+    if not fresh:
+      return ref
+    return ref.at[pl.ds(pl.multiple_of(zero, 8), ref.shape[0])]
   wide = pl.ds(0, WIDE)  # A whole K of 256, or all the rows of the batch
   top = _block(0)  # The first rows of a (128, 64) buffer, for 64 x 64 operands
 
@@ -178,12 +191,14 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         for h in range(len(a)):
           wait(MB_A + 3 * h, parts)
           wait(MB_B + 3 * h, parts)
+      zero = c_s[1] if fresh else None
       for i, j in PAIRS[:products]:  # (fewer: a probe's floor, wrong numbers)
         if fetched and first_only:  # (a probe: every product of the first parts)
           i, j = 0, 0
         for h in range(len(a)):
-          plgpu.wgmma(acc, a[h][i].transpose((1, 0)) if ta else a[h][i],
-                      b[h][j].transpose((1, 0)) if tb else b[h][j])
+          a_op, b_op = operand(a[h][i], zero), operand(b[h][j], zero)
+          plgpu.wgmma(acc, a_op.transpose((1, 0)) if ta else a_op,
+                      b_op.transpose((1, 0)) if tb else b_op)
       plgpu.wgmma_wait(0)  # (the first pair takes both halves: no overlap with the fetches)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
@@ -489,7 +504,7 @@ def _swizzled():
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float, profile_dir: str | None = None, products: int = len(PAIRS),
-          parts: int = 3, first_only: bool = False):
+          parts: int = 3, first_only: bool = False, fresh: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   shape = jax.ShapeDtypeStruct
@@ -499,7 +514,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
     params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, products=products, parts=parts,
-                        first_only=first_only),
+                        first_only=first_only, fresh=fresh),
       out_type=(shape((4, T, h1), f32), shape((h1, h2), f32), shape((h2, h3), f32),
                 shape((4, T), f32), shape((steps, 4, T), f32),
                 # The exchanges, read back and dropped: W1's and W2's parts by parity; h1's
@@ -522,13 +537,14 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
           plgpu.SMEM((4, T), f32),  # the partial outputs
           plgpu.SMEM((4, T), f32),  # the dw3 partials; w3's first fetch
           plgpu.SMEM((2, T), f32),  # w3 by step parity
-          plgpu.SMEM((1,), jnp.int32),  # c, read again each step
+          plgpu.SMEM((2 if fresh else 1,), jnp.int32),  # c, read again each step; a zero
           plgpu.Barrier(num_barriers=MBARRIERS),
       ])
 
 
 def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = None,
-                products: int = len(PAIRS), parts: int = 3, first_only: bool = False):
+                products: int = len(PAIRS), parts: int = 3, first_only: bool = False,
+                fresh_descriptors: bool | None = None):
   """``steps`` SGD steps in one launch: w0 (32, 256), w1 (256, 1024), w2 (1024, 256), w3 (256,),
   xs (steps, 256, 32), ys (steps, 256) float32. Returns (w0, w1, w2, w3, losses), losses
   (steps,) each step's mean squared error before its update. Hopper only; ``profile_dir`` adds
@@ -536,7 +552,9 @@ def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = Non
   products of parts out (wrong numbers: what the rest costs, ``probes.grid_regression --floor``);
   ``first_only`` takes every product of parts whose operands are fetched (phases B, C, F, G; not
   A and H) on the operands' first parts, and ``parts`` 1 (with it) fetches only those from
-  global memory (wrong numbers: what the fetches and the distinct parts cost)."""
+  global memory (wrong numbers: what the fetches and the distinct parts cost);
+  ``fresh_descriptors`` (default ``FRESH_DESCRIPTORS``) computes each product's operand
+  descriptors where it runs."""
   if parts not in (1, 3) or (parts == 1 and not first_only):
     raise ValueError(f"parts: 3, or 1 with first_only for a probe; not parts={parts} with "
                      f"first_only={first_only}")
@@ -544,8 +562,10 @@ def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = Non
   grid_barrier.check_resident_ctas(CTAS)
   xp = jnp.stack(split3(jnp.pad(xs, ((0, 0), (0, 0), (0, T - INPUTS)))), axis=1)
   w0p = jnp.pad(w0, ((0, T - INPUTS), (0, 0)))
-  w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr), profile_dir, products, parts, first_only)(
-      w0p, w1, w2, w3.reshape(4, T), xp, ys.reshape(steps, 4, T))
+  fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
+  w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr), profile_dir, products, parts, first_only,
+                                    fresh)(w0p, w1, w2, w3.reshape(4, T), xp,
+                                           ys.reshape(steps, 4, T))
   sq = jnp.square(outs.reshape(steps, BATCH) - ys)
   return w0m[0, :INPUTS], w1, w2, w3.reshape(-1), jax.vmap(common.fixed_order_mean)(sq)
 
