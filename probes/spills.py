@@ -2,7 +2,8 @@
 ``MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_TO=dir`` wrote on the GPU: ptxas assembles it for
 sm_90a, cuobjdump lists its SASS, and the spill stores and loads (STL, LDL) are counted by how
 many tensor-core products (HGMMA) come before them, which places them in a kernel's walk of
-tiles. ptxas and cuobjdump (which runs nvdisasm): the ones an installed triton wheel carries
+tiles; and where the PTX builds its wgmma descriptors (``descriptors``: built before the
+step's loop, they are held across it, or spilled). ptxas and cuobjdump (which runs nvdisasm): the ones an installed triton wheel carries
 (``triton/backends/nvidia/bin``), or ``--bin`` (for example from the ``nvidia-cuda-nvcc``,
 ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels).
 
@@ -60,6 +61,29 @@ def tally(found):
   return [(kind, at, counts[kind, at]) for kind, at in sorted(counts, key=lambda c: (c[1], c[0]))]
 
 
+def descriptors(ptx: str):
+  """Where a Mosaic GPU kernel's PTX builds its wgmma descriptors (64-bit values whose top
+  bits are the swizzle mode, ``or.b64``/``add.s64`` with an immediate of 2**62 or more): (inside,
+  outside) the longest loop (the step's: the widest backward branch), and its products' (wgmma)
+  likewise. Descriptors built outside a loop whose products use them are held in registers
+  across it, or spilled."""
+  lines = ptx.splitlines()
+  labels = {m.group(1): i for i, line in enumerate(lines)
+            if (m := re.match(r"^(\$L__BB\d+_\d+):", line))}
+  loops = [(labels[m.group(1)], i) for i, line in enumerate(lines)
+           if (m := re.search(r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);", line))
+           and labels.get(m.group(1), i) < i]
+  first, last = max(loops, key=lambda loop: loop[1] - loop[0], default=(-1, -1))
+
+  def split(where):
+    inside = sum(first <= i <= last for i in where)
+    return inside, len(where) - inside
+  built = [i for i, line in enumerate(lines)
+           if (m := re.search(r"\b(?:or|add)\.[bs]64\s+%rd\d+,\s*%rd\d+,\s*(\d+);", line))
+           and int(m.group(1)) >= 1 << 62]
+  return split(built), split([i for i, line in enumerate(lines) if "wgmma.mma_async" in line])
+
+
 def main(argv):
   del argv
   if not os.path.isfile(FLAGS.ptx):
@@ -93,6 +117,9 @@ def main(argv):
   for line in report.splitlines():
     if re.search(r"spill|Used \d+ registers|serializ", line):
       print(line.strip())
+  (built_in, built_out), (wgmma_in, wgmma_out) = descriptors(ptx)
+  print(f"wgmma descriptors built inside / outside the longest loop: {built_in} / {built_out} "
+        f"(its products: {wgmma_in} inside, {wgmma_out} outside)")
   products, found = by_products(sass)
   print(f"{products} tensor-core products (HGMMA); "
         f"{sum(k == 'STL' for k, _ in found)} spill stores, "

@@ -19,12 +19,13 @@ runpy.run_module(sys.argv[0], run_name='__main__')" "$@"
 G=pallas_kernels.fused.grid_regression_mgpu T=pallas_kernels.fused.tile_regression_mgpu
 for k in grid_regression tile_regression; do
   mkdir -p /tmp/ptx_$k
-  MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_TO=/tmp/ptx_$k timeout 90 \
+  MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_TO=/tmp/ptx_$k timeout 90 \
     with "$G.FRESH_DESCRIPTORS $T.FRESH_DESCRIPTORS" probes.grid_regression --kernel=$k \
     --repeats=1 --steps=101 > /dev/null 2>&1
   grep -h "registers\|spill" /tmp/ptx_$k/*.ptxas | sort -u | sed "s/^/$k fresh: /" \
     | tee -a $OUT/ptxas.txt
-done
+  f=$(ls /tmp/ptx_$k/*.ptx | head -1); [ -n "$f" ] && gzip -9 -c "$f" > $OUT/${k}_fresh.ptx.gz
+done  # (here: python -m probes.spills --ptx=... says where the descriptors are built)
 timeout 150 with "$G.QUARTER_BARRIERS $G.FRESH_DESCRIPTORS $T.FRESH_DESCRIPTORS" \
   experiments.check_kernels --seed=7 --only=grid_regression,tile_regression \
   > $OUT/check_options.log 2>&1; echo "rc $?" >> $OUT/check_options.log
