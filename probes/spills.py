@@ -3,9 +3,10 @@
 sm_90a, cuobjdump lists its SASS, and the spill stores and loads (STL, LDL) are counted by how
 many tensor-core products (HGMMA) come before them, which places them in a kernel's walk of
 tiles; and where the PTX builds its wgmma descriptors (``descriptors``: built before the
-step's loop, they are held across it, or spilled). ptxas and cuobjdump (which runs nvdisasm): the ones an installed triton wheel carries
-(``triton/backends/nvidia/bin``), or ``--bin`` (for example from the ``nvidia-cuda-nvcc``,
-``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels).
+step's loop, they are held across it, or spilled). ptxas and cuobjdump (which runs nvdisasm):
+the ones an installed triton wheel carries (``triton/backends/nvidia/bin``), or ``--bin`` (for
+example from the ``nvidia-cuda-nvcc``, ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm``
+wheels).
 
   python -m probes.spills --ptx=/path/to/anonymous_0.ptx
 
