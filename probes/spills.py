@@ -63,11 +63,11 @@ def tally(found):
 
 
 def descriptors(ptx: str):
-  """Where a Mosaic GPU kernel's PTX builds its wgmma descriptors (64-bit values whose top
-  bits are the swizzle mode, ``or.b64``/``add.s64`` with an immediate of 2**62 or more): (inside,
-  outside) the longest loop (the step's: the widest backward branch), and its products' (wgmma)
-  likewise. Descriptors built outside a loop whose products use them are held in registers
-  across it, or spilled."""
+  """Where a Mosaic GPU kernel's PTX builds the wgmma descriptors of the products in its
+  longest loop (the step's: the widest backward branch): (built inside the loop, built before
+  it, the loop's products). A descriptor is a 64-bit value whose top bits are the swizzle mode
+  (``or.b64``/``add.s64`` of an immediate of 2**62 or more, printed negative from 2**63); one
+  built before the loop is held in a register across it, or spilled."""
   lines = ptx.splitlines()
   labels = {m.group(1): i for i, line in enumerate(lines)
             if (m := re.match(r"^(\$L__BB\d+_\d+):", line))}
@@ -75,14 +75,16 @@ def descriptors(ptx: str):
            if (m := re.search(r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);", line))
            and labels.get(m.group(1), i) < i]
   first, last = max(loops, key=lambda loop: loop[1] - loop[0], default=(-1, -1))
-
-  def split(where):
-    inside = sum(first <= i <= last for i in where)
-    return inside, len(where) - inside
-  built = [i for i, line in enumerate(lines)
-           if (m := re.search(r"\b(?:or|add)\.[bs]64\s+%rd\d+,\s*%rd\d+,\s*(\d+);", line))
-           and int(m.group(1)) >= 1 << 62]
-  return split(built), split([i for i, line in enumerate(lines) if "wgmma.mma_async" in line])
+  inside, before, used, products = set(), set(), set(), 0
+  for i, line in enumerate(lines):
+    in_loop = first <= i <= last
+    if (m := re.search(r"\b(?:or|add)\.[bs]64\s+(%rd\d+),\s*%rd\d+,\s*(-?\d+);", line)):
+      if int(m.group(2)) % (1 << 64) >= 1 << 62:
+        (inside if in_loop else before).add(m.group(1))
+    elif in_loop and "wgmma.mma_async" in line:
+      products += 1
+      used.update(re.findall(r"%rd\d+", line.split("}", 1)[-1]))
+  return len(inside & used), len(before & used), products
 
 
 def main(argv):
@@ -118,9 +120,9 @@ def main(argv):
   for line in report.splitlines():
     if re.search(r"spill|Used \d+ registers|serializ", line):
       print(line.strip())
-  (built_in, built_out), (wgmma_in, wgmma_out) = descriptors(ptx)
-  print(f"wgmma descriptors built inside / outside the longest loop: {built_in} / {built_out} "
-        f"(its products: {wgmma_in} inside, {wgmma_out} outside)")
+  inside, before, loop_products = descriptors(ptx)
+  print(f"the longest loop's {loop_products} wgmma: descriptors built inside it {inside}, "
+        f"before it {before} (held across it, or spilled)")
   products, found = by_products(sass)
   print(f"{products} tensor-core products (HGMMA); "
         f"{sum(k == 'STL' for k, _ in found)} spill stores, "

@@ -26,11 +26,12 @@ def test_spills_are_placed_by_the_products_before_them():
 
 PTX = """
 \tor.b64 \t%rd10, %rd9, 4611686293305294848;
-\twgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%r1}, %rd10, %rd11, p, 1, 1, 0, 1;
+\tor.b64 \t%rd14, %rd9, -4611686293305294848;
+\twgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%r1}, %rd14, %rd11, p, 1, 1, 0, 1;
 $L__BB0_4:
 \tadd.s64 \t%rd12, %rd9, 4611686293305294850;
 \tadd.s64 \t%rd13, %rd9, 64;
-\twgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%r1}, %rd12, %rd11, p, 1, 1, 0, 1;
+\twgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%r1}, %rd12, %rd13, p, 1, 1, 0, 1;
 \twgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%r1}, %rd10, %rd11, p, 1, 1, 0, 1;
 $L__BB0_5:
 \t@%p2 bra \t$L__BB0_5;
@@ -41,6 +42,7 @@ $L__BB0_6:
 
 
 def test_descriptors_are_placed_by_the_longest_loop():
-  # One built before the loop (held across it), one inside (the add of 64 is no descriptor);
-  # the short spin loop at $L__BB0_5 is not the step's.
-  assert spills.descriptors(PTX) == ((1, 1), (2, 1))
+  # %rd10 built before the loop and used in it (hoisted); %rd12 built in it; %rd14 (printed
+  # negative) used only before it; %rd13 (an add of 64) no descriptor. The short spin loop at
+  # $L__BB0_5 is not the step's.
+  assert spills.descriptors(PTX) == (1, 1, 2)

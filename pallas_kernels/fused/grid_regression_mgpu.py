@@ -23,8 +23,9 @@ grid barriers (``grid_barrier``), every exchange a TMA copy through global memor
      w2[u] updated
   E  the four dW0 parts in, added in r order, W0[:, u] updated; then the next step's A
 
-Four grid barriers a step. On an H200 (jax 0.11.2) a step takes 16.5 us against xla's 28; its
-copies and barriers alone (``probes.phase_stream`` with its volumes) 8.0 us
+Four grid barriers a step (``QUARTER_BARRIERS``: two, and two of a row quarter's). On an H200
+(jax 0.11.2) a step takes 16.5 us against xla's 28; its copies and barriers alone
+(``probes.phase_stream`` with its volumes) 8.0 us
 (docs/log/2026-11-28_deep-regression-phase-kernel.md). ``PHASES`` names its parts for Mosaic
 GPU's profiler (``probes.grid_regression --profile``).
 
@@ -81,8 +82,8 @@ MBARRIERS = 29
 # E read the four quarters' weight gradients). Off until measured on a GPU (the same bits).
 QUARTER_BARRIERS = False
 # Each product's wgmma descriptors computed where it runs, from an offset read then (a zero),
-# not hoisted out of the step's loop (the 64-row C product's PTX, 2026-12-07: 48 computed before
-# the loop; ``tile_regression_mgpu.FRESH_DESCRIPTORS``). Off until measured on a GPU.
+# not hoisted out of the step's loop (the 64-row C product's PTX, 2026-12-07: all 160 built
+# before the loop; ``tile_regression_mgpu.FRESH_DESCRIPTORS``). Off until measured on a GPU.
 FRESH_DESCRIPTORS = False
 PHASES = ("a_product", "a_send", "barrier_1", "b_fetch", "b_product", "b_outputs", "b_send",
           "barrier_2", "c_fetch", "c_outputs", "c_product", "c_send", "barrier_3", "d_fetch",

@@ -91,8 +91,8 @@ BARRIERS_PER_STEP = 8
 PAIRS = common.SPLIT3_PAIRS
 # Each product's wgmma descriptors computed where it runs, from an offset read then (a zero),
 # not hoisted out of the step's loop: the kernel's PTX on the H100 (jax 0.11.2, 2026-12-06f)
-# computes all 216 before the loop, and ptxas' 1,676 bytes of spill stores are those values
-# (2026-12-07). Off until measured on a GPU.
+# builds all 216 before the loop, and 202 of ptxas' 217 spill stores are 8-byte values stored
+# after the first products, 1,616 of its 1,676 bytes (2026-12-07). Off until measured on a GPU.
 FRESH_DESCRIPTORS = False
 
 
