@@ -52,7 +52,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
-from pallas_kernels.mgpu import grid_barrier
+from pallas_kernels.mgpu import descriptors, grid_barrier
 from pallas_kernels.ops.dense_mgpu import load as _load, split3, split3_in_kernel
 
 BATCH = 256
@@ -122,21 +122,15 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
   def cols_of(v):  # (16,) -> (64, 16): v along the columns
     return lax.broadcast_in_dim(v, (ROWS, UNITS), [1])
 
-  def operand(ref, zero, transposed):  # ref (transposed), with ``fresh`` at the offset
-    # ``zero`` (read by the product): its wgmma descriptor computed there
-    if fresh:
-      ref = ref.at[pl.ds(pl.multiple_of(zero, 8), ref.shape[0])]
-    return ref.transpose((1, 0)) if transposed else ref
-
   def products(m, a, b, n=WIDE, meanwhile=None, ta=False, tb=False):  # (m, 16): the sum of
     # a_i b_j over i, j (a_i, b transposed where ta, tb) on the tensor cores, b's parts side
     # by side (N = 48 or 64: a few wide instructions, not many of N = 16), the smallest first;
     # ``meanwhile()`` runs while they do (it must not write a or b), and its result comes back
     # beside theirs
     def run(acc):
-      zero = zero_s[0][0] if fresh else None
+      zero = descriptors.read(zero_s[0]) if fresh else None  # (``FRESH_DESCRIPTORS``)
       for i in (2, 1, 0):
-        plgpu.wgmma(acc, operand(a[i], zero, ta), operand(b, zero, tb))
+        plgpu.wgmma(acc, descriptors.operand(a[i], zero, ta), descriptors.operand(b, zero, tb))
       extra = meanwhile() if meanwhile else None
       plgpu.wgmma_wait(0)
       return acc[...], extra
@@ -193,7 +187,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
     return dw_in.at[pl.ds(q * ROWS, ROWS)]
 
   if fresh:
-    zero_s[0][0] = jnp.int32(0)
+    descriptors.put_zero(zero_s[0])
   # The weights: W0[:, u] (padded) and w2[u] as every CTA of slice u holds them, W1's quarter
   # (all of w2: a copy moves a multiple of 128 bytes).
   fetch([(w0_in.at[:, units], f64), (w1_in.at[rows, units], quarter(0)), (w2_in, w2_all)],
@@ -401,7 +395,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None,
           # The dW1 part (C); the four dW1 parts of W1's quarter (D); the four dW0 parts (E)
           plgpu.SMEM((HIDDEN, UNITS), f32),
           plgpu.Barrier(num_barriers=MBARRIERS),
-      ] + ([plgpu.SMEM((1,), jnp.int32)] if fresh else []))  # a zero (``FRESH_DESCRIPTORS``)
+      ] + ([descriptors.zero_ref()] if fresh else []))  # (``FRESH_DESCRIPTORS``)
 
 
 def train_steps(w0, w1, w2, xs, ys, lr: float, profile_dir: str | None = None,

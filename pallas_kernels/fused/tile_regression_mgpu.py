@@ -61,7 +61,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
-from pallas_kernels.mgpu import grid_barrier
+from pallas_kernels.mgpu import descriptors, grid_barrier
 from pallas_kernels.ops.dense_mgpu import load as _load, split3, split3_in_kernel, store as _store
 
 BATCH = 256
@@ -135,13 +135,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   # out of the loop into registers (see the module's docstring: registers).
   c_s[0] = c
   if fresh:  # (``FRESH_DESCRIPTORS``) a zero, read where a product is
-    c_s[1] = jnp.int32(0)
-
-  def operand(ref, zero):  # ref, or with ``fresh`` ref at the offset ``zero`` (read by the
-    # product): the address of each wgmma operand, and so its descriptor, computed there
-    if not fresh:
-      return ref
-    return ref.at[pl.ds(pl.multiple_of(zero, 8), ref.shape[0])]
+    descriptors.put_zero(c_s.at[pl.ds(1, 1)])
   wide = pl.ds(0, WIDE)  # A whole K of 256, or all the rows of the batch
   top = _block(0)  # The first rows of a (128, 64) buffer, for 64 x 64 operands
 
@@ -191,14 +185,13 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         for h in range(len(a)):
           wait(MB_A + 3 * h, parts)
           wait(MB_B + 3 * h, parts)
-      zero = c_s[1] if fresh else None
+      zero = descriptors.read(c_s.at[pl.ds(1, 1)]) if fresh else None
       for i, j in PAIRS[:products]:  # (fewer: a probe's floor, wrong numbers)
         if fetched and first_only:  # (a probe: every product of the first parts)
           i, j = 0, 0
         for h in range(len(a)):
-          a_op, b_op = operand(a[h][i], zero), operand(b[h][j], zero)
-          plgpu.wgmma(acc, a_op.transpose((1, 0)) if ta else a_op,
-                      b_op.transpose((1, 0)) if tb else b_op)
+          plgpu.wgmma(acc, descriptors.operand(a[h][i], zero, ta),
+                      descriptors.operand(b[h][j], zero, tb))
       plgpu.wgmma_wait(0)  # (the first pair takes both halves: no overlap with the fetches)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))

@@ -1,0 +1,41 @@
+"""wgmma operands whose descriptors are built where their product runs (Pallas Mosaic GPU).
+
+A wgmma reads its operands from shared memory through 64-bit descriptors (an operand's address
+and its swizzle). Where a kernel's step loop runs the same products every step, their operands'
+addresses do not change, and LLVM builds every descriptor once, before the loop: on the H100 the
+regression phase kernels held 160 and 216 of them across their step loops, each two registers,
+and ptxas spilled (docs/bench/2026-12-07_ptx: with the descriptors rebuilt in the loop, 128 and
+166 registers and no spills, where the dumped kernels took 255 and spilled). ``operand`` takes
+a ref at an offset read from shared memory when the product runs (a zero, ``put_zero``): the
+address, and so the descriptor, is then computed there, and nothing holds it across the loop.
+The cost is a shared-memory load a product and a few integer instructions a descriptor.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def zero_ref():
+  """The scratch shape that holds the zero: one int32 of shared memory."""
+  from jax.experimental.pallas import mosaic_gpu as plgpu
+  return plgpu.SMEM((1,), jnp.int32)
+
+
+def put_zero(ref) -> None:
+  """Before the loop: every thread writes the zero it reads back (no barrier needed)."""
+  ref[0] = jnp.int32(0)
+
+
+def read(ref):
+  """The zero, read now: once a product (a load the compilers cannot move out of the loop)."""
+  return ref[0]
+
+
+def operand(ref, zero, transposed: bool = False):
+  """``ref`` (transposed) at row offset ``zero`` (from ``read``; rows in tiles of 8 or more),
+  or ``ref`` itself where ``zero`` is None."""
+  if zero is not None:
+    ref = ref.at[pl.ds(pl.multiple_of(zero, 8), ref.shape[0])]
+  return ref.transpose((1, 0)) if transposed else ref
