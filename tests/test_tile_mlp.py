@@ -13,17 +13,27 @@ from jaxshallow import mlp, models, train
 from pallas_kernels.fused import tile_mlp_mgpu as k
 
 
-@pytest.mark.parametrize("steps", [1, 3])
-def test_kernel_lowers(steps):
+def _lowered(steps, fresh=None):
   f32 = jnp.float32
   shapes = [{"w": jax.ShapeDtypeStruct((a, b), f32), "b": jax.ShapeDtypeStruct((b,), f32)}
             for a, b in zip(k.WIDTHS[:-1], k.WIDTHS[1:])]
   xs = jax.ShapeDtypeStruct((steps, k.BATCH, k.INPUTS), jnp.bfloat16)
   onehot = jax.ShapeDtypeStruct((steps, k.BATCH, k.T), f32)
-  fn = jax.jit(lambda p, x, o: k.train_steps(p, x, o, 0.1))
-  text = fn.trace(shapes, xs, onehot).lower(lowering_platforms=("cuda",)).as_text()
+  fn = jax.jit(lambda p, x, o: k.train_steps(p, x, o, 0.1, fresh_descriptors=fresh))
+  return fn.trace(shapes, xs, onehot).lower(lowering_platforms=("cuda",)).as_text()
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_kernel_lowers(steps):
+  text = _lowered(steps)
   assert "mosaic_gpu" in text and "red.release.gpu.global.add" in text  # The grid barrier
   assert "fence.proxy.async.global" in text  # Before copies read what other CTAs wrote
+
+
+def test_fresh_descriptors_lower():
+  """``FRESH_DESCRIPTORS`` (each product's descriptors built where it runs; not yet measured
+  on a GPU) lowers for Hopper, and differs from the default form."""
+  assert _lowered(2, True) != _lowered(2, False)
 
 
 def _data(rng, steps):

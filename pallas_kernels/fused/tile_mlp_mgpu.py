@@ -45,7 +45,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
-from pallas_kernels.mgpu import grid_barrier
+from pallas_kernels.mgpu import descriptors, grid_barrier
 from pallas_kernels.ops.dense_mgpu import load as _load, split3_in_kernel, store as _store
 
 BATCH = 64
@@ -66,6 +66,10 @@ BARRIERS_PER_STEP = 7
 # mbarriers: the partials (SLOTS), an operand's parts (3), a vector, x, the one-hot labels
 MB_SLOT, MB_OP, MB_VEC, MB_X, MB_Y, MB_INIT = 0, SLOTS, SLOTS + 3, SLOTS + 4, SLOTS + 5, SLOTS + 6
 MBARRIERS = SLOTS + 10
+# Each product's wgmma descriptors built where it runs (``descriptors``), not before the step's
+# loop, as the regression phase kernels' were (their whole register pressure,
+# docs/bench/2026-12-07_ptx); this kernel's PTX not yet read. Off until measured on a GPU.
+FRESH_DESCRIPTORS = False
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -84,12 +88,15 @@ def _block(i):  # Tile i along an axis (a traced i said to be a multiple of T)
 def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, pad_in,
             w0_o, w1_o, w2_o, w3_o, b2_o, b3_o, b0_g, b1_g, met_o,
             p0_g, z1_g, p1_g, z2_g, p2_g, p3_g, dz3_g, q2_g, q1_g,
-            wa_m, wa_p, wb_m, wb_p, keep, xk, vec, vec2, vec3, mb, *, steps: int, lr: float):
+            wa_m, wa_p, wb_m, wb_p, keep, xk, vec, vec2, vec3, mb, *zero_s, steps: int,
+            lr: float, fresh: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
   by_col = plgpu.Layout.WGMMA.reduce(0)
   counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))
+  if fresh:
+    descriptors.put_zero(zero_s[0])
   c = lax.axis_index("cta")
   is_w1 = c < W2_FIRST
   is_w2 = jnp.logical_and(c >= W2_FIRST, c < W3_FIRST)
@@ -148,9 +155,10 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
 
   def _product(a, b, pairs, ta, tb):
     def run(acc):
+      zero = descriptors.read(zero_s[0]) if fresh else None  # (``FRESH_DESCRIPTORS``)
       for i, j in pairs:
-        plgpu.wgmma(acc, a[i].transpose((1, 0)) if ta else a[i],
-                    b[j].transpose((1, 0)) if tb else b[j])
+        plgpu.wgmma(acc, descriptors.operand(a[i], zero, ta),
+                    descriptors.operand(b[j], zero, tb))
       plgpu.wgmma_wait(0)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
@@ -425,7 +433,7 @@ PHASES = ("barrier", "partials", "product", "send")  # The profiler's scopes (pr
 
 
 @functools.lru_cache(maxsize=None)
-def _call(steps: int, lr: float, profile_dir: str | None = None):
+def _call(steps: int, lr: float, profile_dir: str | None = None, fresh: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   shape = jax.ShapeDtypeStruct
@@ -435,7 +443,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None):
   if profile_dir:  # Scopes a step: 7 barriers, up to 8 partial sums and 9 products, 8 sends
     params.update(profile_space=40 * steps, profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr),
+      functools.partial(_kernel, steps=steps, lr=lr, fresh=fresh),
       out_type=(shape((INPUTS, 256), f32), shape((256, 1024), f32), shape((1024, 256), f32),
                 shape((256, T), f32), shape((256,), f32), shape((T,), f32),
                 shape((256,), f32), shape((1024,), f32),  # b0, b1 (updated in place)
@@ -454,7 +462,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None):
           plgpu.SMEM((T, T), bf16, transforms=swizzled),  # x's tile (integers)
           plgpu.SMEM((T,), f32), plgpu.SMEM((T,), f32), plgpu.SMEM((T,), f32),  # biases
           plgpu.Barrier(num_barriers=MBARRIERS),
-      ])
+      ] + ([descriptors.zero_ref()] if fresh else []))
 
 
 def batches(x, labels, order, steps: int):
@@ -466,10 +474,12 @@ def batches(x, labels, order, steps: int):
   return xs.reshape(steps, BATCH, INPUTS), onehot.reshape(steps, BATCH, T)
 
 
-def train_steps(params, xs, onehot, lr: float, profile_dir: str | None = None):
+def train_steps(params, xs, onehot, lr: float, profile_dir: str | None = None,
+                fresh_descriptors: bool | None = None):
   """``steps`` SGD steps in one launch: params [{"w", "b"}] x 4 (784-256-1024-256-10), xs and
   onehot from ``batches``. Returns (params, losses (steps,), correct (steps,) int32).
-  ``profile_dir`` adds Mosaic GPU's profiler (a few steps only)."""
+  ``profile_dir`` adds Mosaic GPU's profiler (a few steps only); ``fresh_descriptors`` (default
+  ``FRESH_DESCRIPTORS``) builds each product's operand descriptors where it runs."""
   steps = xs.shape[0]
   grid_barrier.check_resident_ctas(CTAS)
   (w0, b0), (w1, b1), (w2, b2), (w3, b3) = [(p["w"], p["b"]) for p in params]
@@ -477,7 +487,8 @@ def train_steps(params, xs, onehot, lr: float, profile_dir: str | None = None):
   w3p = jnp.pad(w3, ((0, 0), (0, T - 10)))
   b3p = jnp.pad(b3, (0, T - 10))
   pad = jnp.where(jnp.arange(T) < 10, 0.0, -1e30).astype(jnp.float32)
-  w0, w1, w2, w3, b2, b3, b0, b1, met, *_ = _call(steps, float(lr), profile_dir)(
+  fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
+  w0, w1, w2, w3, b2, b3, b0, b1, met, *_ = _call(steps, float(lr), profile_dir, fresh)(
       w0p, b0, w1, b1, w2, b2, w3p, b3p, xs, onehot, pad)
   params = [{"w": w0[:784], "b": b0}, {"w": w1, "b": b1}, {"w": w2, "b": b2},
             {"w": w3[:, :10], "b": b3[:10]}]

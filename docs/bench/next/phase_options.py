@@ -1,9 +1,10 @@
-"""The regression phase kernels' forms not yet run on a GPU, each against its kernel's default
-in one process: ``grid_regression_mgpu`` (32-256-256-1) with barriers 1 and 2 by row quarter
+"""The phase kernels' forms not yet run on a GPU, each against its kernel's default in one
+process: ``grid_regression_mgpu`` (32-256-256-1) with barriers 1 and 2 by row quarter
 (``quarter_barriers``), with each product's wgmma descriptors computed where it runs
-(``fresh_descriptors``), and both; ``tile_regression_mgpu`` (32-256-1024-256-1) with fresh
-descriptors. The same bits after a few steps (neither changes the arithmetic), then us a step,
-the forms alternating (median of rounds).
+(``fresh_descriptors``), and both; ``tile_regression_mgpu`` (32-256-1024-256-1) and
+``tile_mlp_mgpu`` (784-256-1024-256-10) with fresh descriptors. The same bits after a few
+steps (neither changes the arithmetic), then us a step, the forms alternating (median of
+rounds).
 
   PYTHONPATH=. python docs/bench/next/phase_options.py
 """
@@ -13,7 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pallas_kernels.fused import grid_regression_mgpu, tile_regression_mgpu
+from jaxshallow import mlp
+from pallas_kernels.fused import grid_regression_mgpu, tile_mlp_mgpu, tile_regression_mgpu
 from probes import hopper
 from probes.grid_regression import problem
 
@@ -24,15 +26,28 @@ KERNELS = {  # name: (module, widths, the forms' options)
         {"quarter_barriers": True, "fresh_descriptors": True})),
     "tile_regression": (tile_regression_mgpu, (32, 256, 1024, 256, 1), (
         {}, {"fresh_descriptors": True})),
+    "tile_mlp": (tile_mlp_mgpu, tile_mlp_mgpu.WIDTHS, ({}, {"fresh_descriptors": True})),
 }
+
+
+def mlp_problem(steps: int):  # tile_mlp's arguments: random pixels and labels, He weights
+  rng = np.random.default_rng(1)
+  n = steps * tile_mlp_mgpu.BATCH
+  x = jnp.asarray(rng.integers(0, 256, (n, 784)).astype(np.uint8))
+  y = jnp.asarray(rng.integers(0, 10, n))
+  params = mlp.init_mlp(jax.random.key(1), tile_mlp_mgpu.WIDTHS)
+  return (params, *tile_mlp_mgpu.batches(x, y, jnp.arange(n, dtype=jnp.int32), steps))
+
 d = hopper.require_hopper("phase_options")
 print(f"device {d.device_kind}; jax {jax.__version__}", flush=True)
 for name, (kernel, widths, forms) in KERNELS.items():
-  fns = [jax.jit(lambda *a, o=o: kernel.train_steps(*a, 0.002, **o)) for o in forms]
-  args = {n: [jnp.asarray(a) for a in problem(kernel, widths, 1, n)] for n in (SHORT, LONG)}
-  outs = [[np.asarray(o) for o in fn(*args[SHORT])] for fn in fns]
+  lr = 0.1 if name == "tile_mlp" else 0.002
+  fns = [jax.jit(lambda *a, o=o, lr=lr: kernel.train_steps(*a, lr, **o)) for o in forms]
+  args = {n: (mlp_problem(n) if name == "tile_mlp"
+              else [jnp.asarray(a) for a in problem(kernel, widths, 1, n)]) for n in (SHORT, LONG)}
+  outs = [jax.tree.leaves(fn(*args[SHORT])) for fn in fns]
   for o, out in zip(forms[1:], outs[1:]):
-    same = all(np.array_equal(a, b) for a, b in zip(out, outs[0]))
+    same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(out, outs[0]))
     print(f"{name} {o}: the same bits as the default after {SHORT} steps: {same}", flush=True)
   times = [[] for _ in forms]
   for _ in range(ROUNDS):
