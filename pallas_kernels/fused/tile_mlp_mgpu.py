@@ -67,8 +67,9 @@ BARRIERS_PER_STEP = 7
 MB_SLOT, MB_OP, MB_VEC, MB_X, MB_Y, MB_INIT = 0, SLOTS, SLOTS + 3, SLOTS + 4, SLOTS + 5, SLOTS + 6
 MBARRIERS = SLOTS + 10
 # Each product's wgmma descriptors built where it runs (``descriptors``), not before the step's
-# loop, as the regression phase kernels' were (their whole register pressure,
-# docs/bench/2026-12-07_ptx); this kernel's PTX not yet read. Off until measured on a GPU.
+# loop, as the regression phase kernels' were (in their dumped PTX, what held them at 255
+# registers: docs/bench/2026-12-07_ptx); this kernel's PTX not yet read. Off until measured on a
+# GPU.
 FRESH_DESCRIPTORS = False
 
 

@@ -2,13 +2,16 @@
 
 A wgmma reads its operands from shared memory through 64-bit descriptors (an operand's address
 and its swizzle). Where a kernel's step loop runs the same products every step, their operands'
-addresses do not change, and LLVM builds every descriptor once, before the loop: on the H100 the
-regression phase kernels held 160 and 216 of them across their step loops, each two registers,
-and ptxas spilled (docs/bench/2026-12-07_ptx: with the descriptors rebuilt in the loop, 128 and
-166 registers and no spills, where the dumped kernels took 255 and spilled). ``operand`` takes
-a ref at an offset read from shared memory when the product runs (a zero, ``put_zero``): the
-address, and so the descriptor, is then computed there, and nothing holds it across the loop.
-The cost is a shared-memory load a product and a few integer instructions a descriptor.
+addresses do not change, and LLVM builds every descriptor once, before the loop: in PTX dumped
+on the H100 the tile regression kernel held 216 of them across its step loop (two registers
+each) and the 32-256-256-1 kernel's 64-row form 160, and ptxas spilled
+(docs/bench/2026-12-07_ptx: that PTX with the descriptors rebuilt in the loop took 166 and 128
+registers and no spills, where as dumped it took 255 and spilled). ``operand`` takes a ref at an
+offset read from shared memory when the product runs (a zero, ``put_zero``), so that the
+address, and so the descriptor, depends on a value the compilers cannot move out of the loop
+(whether LLVM still hoists the rest of the address is for the dumped PTX to say:
+``probes.spills``). The cost is a shared-memory load a product and a few integer instructions
+a descriptor.
 """
 
 from __future__ import annotations

@@ -6,10 +6,12 @@
 set -u
 export PYTHONPATH=.
 for k in cluster_mlp tile_mlp logreg; do
-  mkdir -p /tmp/ptx_$k
-  MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_TO=/tmp/ptx_$k timeout 120 \
+  rm -rf /tmp/dump_$k && mkdir -p /tmp/dump_$k
+  MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_TO=/tmp/dump_$k timeout 120 \
     python3 docs/bench/next/dump_ptx.py $k 2>&1 | grep -v -i warn | tail -1
-  grep -h "registers\|spill" /tmp/ptx_$k/*.ptxas | sort -u | sed "s/^/$k: /" | tee -a $OUT/ptxas.txt
-  for f in /tmp/ptx_$k/*.ptx; do gzip -9 -c "$f" > $OUT/${k}_$(basename $f).gz; done
+  grep -h "registers\|spill" /tmp/dump_$k/*.ptxas | sort -u | sed "s/^/$k: /" | tee -a $OUT/ptxas.txt
+  for f in /tmp/dump_$k/*.ptx; do
+    [ -e "$f" ] && gzip -9 -c "$f" > $OUT/${k}_$(basename $f).gz
+  done
 done
 ls -la $OUT
