@@ -62,25 +62,37 @@ def tally(found):
   return [(kind, at, counts[kind, at]) for kind, at in sorted(counts, key=lambda c: (c[1], c[0]))]
 
 
-def descriptors(ptx: str):
-  """Where a Mosaic GPU kernel's PTX builds the wgmma descriptors of the products in its
-  longest loop (the step's: the widest backward branch): (built inside the loop, built before
-  it, the loop's products). A descriptor is a 64-bit value whose top bits are the swizzle mode
-  (``or.b64``/``add.s64`` of an immediate of 2**62 or more, printed negative from 2**63); one
-  built before the loop is held in a register across it, or spilled."""
-  lines = ptx.splitlines()
+def longest_loop(lines):
+  """(first, last) line of the PTX's widest backward branch (a label and the branch back to
+  it): a kernel's step loop; (-1, -1) if it has none."""
   labels = {m.group(1): i for i, line in enumerate(lines)
             if (m := re.match(r"^(\$L__BB\d+_\d+):", line))}
   loops = [(labels[m.group(1)], i) for i, line in enumerate(lines)
            if (m := re.search(r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);", line))
            and labels.get(m.group(1), i) < i]
-  first, last = max(loops, key=lambda loop: loop[1] - loop[0], default=(-1, -1))
+  return max(loops, key=lambda loop: loop[1] - loop[0], default=(-1, -1))
+
+
+def built_descriptor(line: str):
+  """The register a PTX line builds a wgmma descriptor into, or None: ``or.b64``/``add.s64``
+  of an immediate whose top bits are a swizzle mode (2**62 or more, printed negative from
+  2**63)."""
+  m = re.search(r"\b(?:or|add)\.[bs]64\s+(%rd\d+),\s*%rd\d+,\s*(-?\d+);", line)
+  return m.group(1) if m and int(m.group(2)) % (1 << 64) >= 1 << 62 else None
+
+
+def descriptors(ptx: str):
+  """Where a Mosaic GPU kernel's PTX builds the wgmma descriptors of the products in its
+  longest loop (``longest_loop``): (built inside the loop, built before it, the loop's
+  products). A descriptor (``built_descriptor``) built before the loop is held in a register
+  across it, or spilled."""
+  lines = ptx.splitlines()
+  first, last = longest_loop(lines)
   inside, before, used, products = set(), set(), set(), 0
   for i, line in enumerate(lines):
     in_loop = first <= i <= last
-    if (m := re.search(r"\b(?:or|add)\.[bs]64\s+(%rd\d+),\s*%rd\d+,\s*(-?\d+);", line)):
-      if int(m.group(2)) % (1 << 64) >= 1 << 62:
-        (inside if in_loop else before).add(m.group(1))
+    if (register := built_descriptor(line)):
+      (inside if in_loop else before).add(register)
     elif in_loop and "wgmma.mma_async" in line:
       products += 1
       used.update(re.findall(r"%rd\d+", line.split("}", 1)[-1]))

@@ -111,8 +111,8 @@ def _block(i):  # Tile i along an axis; a traced i said to be a multiple (Mosaic
 def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
             w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
             w1p_g, w2p_g, h1_g, z1_g, h2_g, z2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
-            stage, vec, y, po_in, dw3_in, w3_s, c_s, mb, *, steps: int, lr: float, products: int,
-            parts: int, first_only: bool, fresh: bool):
+            stage, vec, y, po_in, dw3_in, w3_s, c_s, mb, *zero_s, steps: int, lr: float,
+            products: int, parts: int, first_only: bool, fresh: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
@@ -135,7 +135,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   # out of the loop into registers (see the module's docstring: registers).
   c_s[0] = c
   if fresh:  # (``FRESH_DESCRIPTORS``) a zero, read where a product is
-    descriptors.put_zero(c_s.at[pl.ds(1, 1)])
+    descriptors.put_zero(zero_s[0])
   wide = pl.ds(0, WIDE)  # A whole K of 256, or all the rows of the batch
   top = _block(0)  # The first rows of a (128, 64) buffer, for 64 x 64 operands
 
@@ -185,7 +185,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         for h in range(len(a)):
           wait(MB_A + 3 * h, parts)
           wait(MB_B + 3 * h, parts)
-      zero = descriptors.read(c_s.at[pl.ds(1, 1)]) if fresh else None
+      zero = descriptors.read(zero_s[0]) if fresh else None
       for i, j in PAIRS[:products]:  # (fewer: a probe's floor, wrong numbers)
         if fetched and first_only:  # (a probe: every product of the first parts)
           i, j = 0, 0
@@ -530,9 +530,9 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
           plgpu.SMEM((4, T), f32),  # the partial outputs
           plgpu.SMEM((4, T), f32),  # the dw3 partials; w3's first fetch
           plgpu.SMEM((2, T), f32),  # w3 by step parity
-          plgpu.SMEM((2 if fresh else 1,), jnp.int32),  # c, read again each step; a zero
+          plgpu.SMEM((1,), jnp.int32),  # c, read again each step
           plgpu.Barrier(num_barriers=MBARRIERS),
-      ])
+      ] + ([descriptors.zero_ref()] if fresh else []))  # (``FRESH_DESCRIPTORS``)
 
 
 def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = None,

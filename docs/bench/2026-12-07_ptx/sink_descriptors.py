@@ -10,11 +10,8 @@ from probes import spills  # (run from the checkout root with PYTHONPATH=.)
 
 src, dst = sys.argv[1], sys.argv[2]
 lines = open(src).read().splitlines()
-labels = {m.group(1): i for i, l in enumerate(lines) if (m := re.match(r"^(\$L__BB\d+_\d+):", l))}
-loops = [(labels[m.group(1)], i) for i, l in enumerate(lines)
-         if (m := re.search(r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);", l))
-         and labels.get(m.group(1), i) < i]
-first, last = max(loops, key=lambda t: t[1] - t[0])
+first, last = spills.longest_loop(lines)
+hoisted = {spills.built_descriptor(l) for l in lines[:first]}
 defs = {}
 for l in lines[:first]:
   if (m := re.match(r"\s*(add\.s64|or\.b64|bfe\.u64)\s+(%rd\d+),\s*(%rd\d+),\s*(.*);", l)):
@@ -37,8 +34,7 @@ for i, l in enumerate(lines):
     head, tail = l.split("}", 1) if "}," in l else (None, None)
     regs = re.findall(r"%rd\d+", tail) if tail else []
     for r in dict.fromkeys(regs):
-      if r not in defs or not (defs[r][0] in ("or.b64", "add.s64")
-                               and int(defs[r][2]) % (1 << 64) >= 1 << 62):
+      if r not in hoisted:
         continue
       chain, base = desc_chain(r)
       z = new()
