@@ -23,8 +23,10 @@ grid barriers (``grid_barrier``), every exchange a TMA copy through global memor
      w2[u] updated
   E  the four dW0 parts in, added in r order, W0[:, u] updated; then the next step's A
 
-Four grid barriers a step (``QUARTER_BARRIERS``: two, and two of a row quarter's). On an H200
-(jax 0.11.2) a step takes 16.5 us against xla's 28; its copies and barriers alone
+Four grid barriers a step (``QUARTER_BARRIERS``: two, and two of a row quarter's). On an H100
+(jax 0.11.2, 2026-12-07) a step takes 13.3 us with barriers by quarter and each product's
+descriptors built where it runs (``FRESH_DESCRIPTORS``), 16.4 without either; on an H200 the
+first form took 16.5 us against xla's 28; its copies and barriers alone
 (``probes.phase_stream`` with its volumes) 8.0 us
 (docs/log/2026-11-28_deep-regression-phase-kernel.md). ``PHASES`` names its parts for Mosaic
 GPU's profiler (``probes.grid_regression --profile``).
@@ -79,12 +81,14 @@ MB_X, MB_Y, MB_B, MB_C, MB_D, MB_E, MB_INIT = 0, 3, 4, 10, 11, 22, 26
 MBARRIERS = 29
 # Barriers 1 and 2 among the 16 CTAs of a row quarter only (what B and C read, h1[r, :] and the
 # partial outputs of rows r, comes from their quarter; barriers 3 and 4 stay grid-wide: D and
-# E read the four quarters' weight gradients). Off until measured on a GPU (the same bits).
-QUARTER_BARRIERS = False
+# E read the four quarters' weight gradients). The same bits; with FRESH_DESCRIPTORS 13.28 us a
+# step against 13.43 without (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100).
+QUARTER_BARRIERS = True
 # Each product's wgmma descriptors computed where it runs, from an offset read then (a zero),
 # not hoisted out of the step's loop (the 64-row C product's PTX, 2026-12-07: all 160 built
-# before the loop; ``tile_regression_mgpu.FRESH_DESCRIPTORS``). Off until measured on a GPU.
-FRESH_DESCRIPTORS = False
+# before the loop; ``tile_regression_mgpu.FRESH_DESCRIPTORS``). The same bits, 13.43 us a step
+# against 16.38 (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100).
+FRESH_DESCRIPTORS = True
 PHASES = ("a_product", "a_send", "barrier_1", "b_fetch", "b_product", "b_outputs", "b_send",
           "barrier_2", "c_fetch", "c_outputs", "c_product", "c_send", "barrier_3", "d_fetch",
           "d_products", "d_dw0", "d_send", "barrier_4", "e_update")  # For the profiler

@@ -68,9 +68,9 @@ MB_SLOT, MB_OP, MB_VEC, MB_X, MB_Y, MB_INIT = 0, SLOTS, SLOTS + 3, SLOTS + 4, SL
 MBARRIERS = SLOTS + 10
 # Each product's wgmma descriptors built where it runs (``descriptors``), not before the step's
 # loop, as the regression phase kernels' were (in their dumped PTX, what held them at 255
-# registers: docs/bench/2026-12-07_ptx); this kernel's PTX not yet read. Off until measured on a
-# GPU.
-FRESH_DESCRIPTORS = False
+# registers: docs/bench/2026-12-07_ptx). The same bits, 47.6 us a step against 48.7 (H100, jax
+# 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100).
+FRESH_DESCRIPTORS = True
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
