@@ -75,8 +75,7 @@ MEASURED = {
     # (2026-12-07); elsewhere xla (the grid kernel 0.70x, the op kernels 0.42x, 2026-11-26).
     ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "mosaic",
     # 32-256-1024-256-1: the tile kernel on Hopper (tile_regression_mgpu), 1.22x on the H100
-    # (2026-12-07; 0.81x before its descriptors were built in the loop); elsewhere xla (the op
-    # kernels 0.37x, the grid kernel 0.20x).
+    # (2026-12-07); elsewhere xla (the op kernels 0.37x, the grid kernel 0.20x).
     ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "mosaic",
 }
 
