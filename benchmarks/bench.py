@@ -429,7 +429,8 @@ def grid_rows(results: list[dict]) -> list[dict]:
       continue
     metric = "final_mse" if x["workload"] == "regression" else "test_accuracy"
     alts = {r["path"]: x["train_time_s"] / r["train_time_s"] for r in results
-            if r["group"] == "grid-alt" and r["variant"] == point}
+            if r["group"] == "grid-alt" and r["variant"] == point
+            and r["path"] != p["path"]}  # (merged: an earlier run's other path may be today's)
     rows.append(dict(point=point, epochs=x["epochs"], xla_s=x["epoch_time_s"],
                      pallas_s=p["epoch_time_s"], speedup=x["train_time_s"] / p["train_time_s"],
                      path=p["path"], xla_compile_s=x["compile_time_s"],

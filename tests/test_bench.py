@@ -153,6 +153,21 @@ def test_bench_marks_a_diverged_run(real_data_dir):
   assert "| diverged |" in bench.table([r], "workloads")
 
 
+def test_grid_rows_leave_out_the_default_path_among_the_others():
+  """Merged runs: a path that an earlier run timed as another path, and that is the point's
+  default in a later run, is not shown as one of its other paths."""
+  from benchmarks import bench
+  run = lambda group, impl, path, t: dict(group=group, variant="p", impl=impl, path=path,
+                                          workload="mlp", epochs=1, epoch_time_s=t,
+                                          train_time_s=t, compile_time_s=0.0)
+  earlier = [run("grid", "xla", "xla", 1.0), run("grid", "pallas", "xla", 1.0),
+             run("grid-alt", "pallas", "kernel", 2.0), run("grid-alt", "pallas", "ops", 4.0)]
+  later = [run("grid", "xla", "xla", 1.0), run("grid", "pallas", "kernel", 0.5)]
+  (row,) = bench.grid_rows(earlier + later)
+  assert row["path"] == "kernel" and row["speedup"] == 2.0
+  assert row["alternatives"] == {"ops": 0.25}
+
+
 def test_rows_know_their_precision():
   """Speedups pair each row with the PyTorch peer at its precision, read from the variant."""
   from benchmarks import bench

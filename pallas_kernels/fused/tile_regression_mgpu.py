@@ -96,12 +96,6 @@ PAIRS = common.SPLIT3_PAIRS
 # after the first products, 1,616 of its 1,676 bytes (2026-12-07). The same bits, 54.0 us a step
 # against 76.0 (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100).
 FRESH_DESCRIPTORS = True
-# Each half of K in its own accumulator, its products issued as soon as its parts are in, so
-# that the second half's fetches land behind the first half's products (the products of a
-# phase alone 1.9 us, their fetches 2.0, one after the other in the kernel: 2026-12-06c); the
-# two added at the end (other bits than the one accumulator's; 32 registers more a thread).
-# Off until measured on a GPU.
-OVERLAP_HALVES = False
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -120,7 +114,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
             w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
             w1p_g, w2p_g, h1_g, z1_g, h2_g, z2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
             stage, vec, y, po_in, dw3_in, w3_s, c_s, mb, *zero_s, steps: int, lr: float,
-            products: int, parts: int, first_only: bool, fresh: bool, overlap: bool):
+            products: int, parts: int, first_only: bool, fresh: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
@@ -208,17 +202,6 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       plgpu.wgmma_wait(0)  # (the first pair takes both halves: no overlap with the fetches)
       return acc[...]
 
-    def run_halves(*accs):  # (``OVERLAP_HALVES``) a half's products while the next lands
-      for h, acc in enumerate(accs):
-        wait_half(h)
-        zero = descriptors.read(zero_s[0]) if fresh else None
-        for i, j in pairs():
-          plgpu.wgmma(acc, descriptors.operand(a[h][i], zero, ta),
-                      descriptors.operand(b[h][j], zero, tb))
-      plgpu.wgmma_wait(0)
-      return functools.reduce(jnp.add, [acc[...] for acc in accs])
-    if overlap and len(a) > 1:
-      return pl.run_scoped(run_halves, *[plgpu.ACC((T, T), f32)] * len(a))
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
 
   def put(value, refs):  # value's three parts into three refs
@@ -522,8 +505,7 @@ def _swizzled():
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float, profile_dir: str | None = None, products: int = len(PAIRS),
-          parts: int = 3, first_only: bool = False, fresh: bool = False,
-          overlap: bool = False):
+          parts: int = 3, first_only: bool = False, fresh: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   shape = jax.ShapeDtypeStruct
@@ -533,7 +515,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
     params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, products=products, parts=parts,
-                        first_only=first_only, fresh=fresh, overlap=overlap),
+                        first_only=first_only, fresh=fresh),
       out_type=(shape((4, T, h1), f32), shape((h1, h2), f32), shape((h2, h3), f32),
                 shape((4, T), f32), shape((steps, 4, T), f32),
                 # The exchanges, read back and dropped: W1's and W2's parts by parity; h1's
@@ -563,7 +545,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
 
 def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = None,
                 products: int = len(PAIRS), parts: int = 3, first_only: bool = False,
-                fresh_descriptors: bool | None = None, overlap_halves: bool | None = None):
+                fresh_descriptors: bool | None = None):
   """``steps`` SGD steps in one launch: w0 (32, 256), w1 (256, 1024), w2 (1024, 256), w3 (256,),
   xs (steps, 256, 32), ys (steps, 256) float32. Returns (w0, w1, w2, w3, losses), losses
   (steps,) each step's mean squared error before its update. Hopper only; ``profile_dir`` adds
@@ -573,8 +555,7 @@ def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = Non
   A and H) on the operands' first parts, and ``parts`` 1 (with it) fetches only those from
   global memory (wrong numbers: what the fetches and the distinct parts cost);
   ``fresh_descriptors`` (default ``FRESH_DESCRIPTORS``) computes each product's operand
-  descriptors where it runs; ``overlap_halves`` (default ``OVERLAP_HALVES``) accumulates each
-  half of K apart, its products run while the next half lands."""
+  descriptors where it runs."""
   if parts not in (1, 3) or (parts == 1 and not first_only):
     raise ValueError(f"parts: 3, or 1 with first_only for a probe; not parts={parts} with "
                      f"first_only={first_only}")
@@ -583,9 +564,8 @@ def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = Non
   xp = jnp.stack(split3(jnp.pad(xs, ((0, 0), (0, 0), (0, T - INPUTS)))), axis=1)
   w0p = jnp.pad(w0, ((0, T - INPUTS), (0, 0)))
   fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
-  overlap = OVERLAP_HALVES if overlap_halves is None else overlap_halves
   w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr), profile_dir, products, parts, first_only,
-                                    fresh, overlap)(w0p, w1, w2, w3.reshape(4, T), xp,
+                                    fresh)(w0p, w1, w2, w3.reshape(4, T), xp,
                                            ys.reshape(steps, 4, T))
   sq = jnp.square(outs.reshape(steps, BATCH) - ys)
   return w0m[0, :INPUTS], w1, w2, w3.reshape(-1), jax.vmap(common.fixed_order_mean)(sq)
