@@ -250,5 +250,5 @@ def test_32_256_1024_256_1_takes_the_tile_kernel_on_hopper(monkeypatch):
   widths = (32, 256, 1024, 256, 1)
   assert paths.epoch_kernel(widths, 256, precision="float32", **mse) == "tile_regression"
   assert paths.epoch_kernel(widths, 128, precision="float32", **mse) == "grid"
-  monkeypatch.setattr(jax, "__version__", "0.12.1")  # Not checked on a GPU there
+  monkeypatch.setattr(jax, "__version__", "0.12.1")  # Not in its CHECKED
   assert pick(**net) == "xla"

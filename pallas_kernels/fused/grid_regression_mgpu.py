@@ -82,13 +82,15 @@ MBARRIERS = 29
 # Barriers 1 and 2 among the 16 CTAs of a row quarter only (what B and C read, h1[r, :] and the
 # partial outputs of rows r, comes from their quarter; barriers 3 and 4 stay grid-wide: D and
 # E read the four quarters' weight gradients). The same bits; with FRESH_DESCRIPTORS 13.28 us a
-# step against 13.43 without (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100).
-QUARTER_BARRIERS = True
+# step against 13.43 without (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100). On by
+# default with the jax versions it was checked with (``descriptors.CHECKED``, as the next).
+QUARTER_BARRIERS = descriptors.checked()
 # Each product's wgmma descriptors computed where it runs, from an offset read then (a zero),
 # not hoisted out of the step's loop (the 64-row C product's PTX, 2026-12-07: all 160 built
 # before the loop; ``tile_regression_mgpu.FRESH_DESCRIPTORS``). The same bits, 13.43 us a step
-# against 16.38 (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100).
-FRESH_DESCRIPTORS = True
+# against 16.38 (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100). On by default with
+# the jax versions it was checked with on a GPU (``descriptors.CHECKED``).
+FRESH_DESCRIPTORS = descriptors.checked()
 PHASES = ("a_product", "a_send", "barrier_1", "b_fetch", "b_product", "b_outputs", "b_send",
           "barrier_2", "c_fetch", "c_outputs", "c_product", "c_send", "barrier_3", "d_fetch",
           "d_products", "d_dw0", "d_send", "barrier_4", "e_update")  # For the profiler

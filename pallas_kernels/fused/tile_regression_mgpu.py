@@ -94,8 +94,9 @@ PAIRS = common.SPLIT3_PAIRS
 # not hoisted out of the step's loop: the kernel's PTX on the H100 (jax 0.11.2, 2026-12-06f)
 # builds all 216 before the loop, and 202 of ptxas' 217 spill stores are 8-byte values stored
 # after the first products, 1,616 of its 1,676 bytes (2026-12-07). The same bits, 54.0 us a step
-# against 76.0 (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100).
-FRESH_DESCRIPTORS = True
+# against 76.0 (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100). On by default with
+# the jax versions it was checked with on a GPU (``descriptors.CHECKED``).
+FRESH_DESCRIPTORS = descriptors.checked()
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:

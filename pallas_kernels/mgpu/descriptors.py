@@ -11,13 +11,25 @@ offset read from shared memory when the product runs (a zero, ``put_zero``), so 
 address, and so the descriptor, depends on a value the compilers cannot move out of the loop
 (whether LLVM still hoists the rest of the address is for the dumped PTX to say:
 ``probes.spills``). The cost is a shared-memory load a product and a few integer instructions
-a descriptor.
+a descriptor. The kernels take this form by default on the jax versions it was checked with on a
+GPU (``CHECKED``), elsewhere the form checked before it.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+
+from pallas_kernels import common
+
+# The jax versions with which the phase kernels' fresh-descriptor forms were checked and timed
+# on a GPU (the H100, jax 0.11.2, 2026-12-07).
+CHECKED = ((0, 11),)
+
+
+def checked() -> bool:
+  """Whether this jax is one of ``CHECKED``: the kernels' default for their form."""
+  return common.jax_version() in CHECKED
 
 
 def zero_ref():
