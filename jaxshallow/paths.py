@@ -71,10 +71,10 @@ MEASURED = {
     # 784-2048-10: the cluster kernel without clusters on Hopper (cluster_mlp_mgpu._flat),
     # elsewhere xla (the op kernels 0.85x, the grid kernel 0.55x, 2026-11-26).
     ((784, 2048, 10), 64, "sgd", "float32"): "mosaic",
-    # 32-256-256-1: the phase kernel on Hopper (grid_regression_mgpu), 2.21x on the H100
+    # 32-256-256-1: the phase kernel on Hopper (grid_regression_mgpu), 2.22x on the H100
     # (2026-12-07); elsewhere xla (the grid kernel 0.70x, the op kernels 0.42x, 2026-11-26).
     ((synthetic.DIM, 256, 256, 1), 256, "sgd", "float32"): "mosaic",
-    # 32-256-1024-256-1: the tile kernel on Hopper (tile_regression_mgpu), 1.22x on the H100
+    # 32-256-1024-256-1: the tile kernel on Hopper (tile_regression_mgpu), 1.23x on the H100
     # (2026-12-07); elsewhere xla (the op kernels 0.37x, the grid kernel 0.20x).
     ((synthetic.DIM, 256, 1024, 256, 1), 256, "sgd", "float32"): "mosaic",
 }

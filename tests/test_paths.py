@@ -238,7 +238,7 @@ def test_32_256_256_1_takes_the_phase_kernel_on_hopper_only(monkeypatch):
 
 
 def test_32_256_1024_256_1_takes_the_tile_kernel_on_hopper(monkeypatch):
-  """Its measured choice ("mosaic": the tile kernel 1.22x on the H100, 2026-12-07): on Hopper,
+  """Its measured choice ("mosaic": the tile kernel 1.23x on the H100, 2026-12-07): on Hopper,
   with a jax it was checked with on a GPU, the epoch path (tile_regression_mgpu); elsewhere
   xla's step (the grid kernel and the op kernels slower)."""
   net = dict(model="regression", dataset="large", hidden=(256, 1024, 256))

@@ -26,7 +26,7 @@ grid barriers (``grid_barrier``), every exchange a TMA copy through global memor
 Four grid barriers a step (``QUARTER_BARRIERS``: two, and two of a row quarter's). On an H100
 (jax 0.11.2, 2026-12-07) a step takes 13.3 us with barriers by quarter and each product's
 descriptors built where it runs (``FRESH_DESCRIPTORS``), 16.4 without either; on an H200 the
-first form took 16.5 us against xla's 28; its copies and barriers alone
+form without either took 16.5 us against xla's 28; its copies and barriers alone
 (``probes.phase_stream`` with its volumes) 8.0 us
 (docs/log/2026-11-28_deep-regression-phase-kernel.md). ``PHASES`` names its parts for Mosaic
 GPU's profiler (``probes.grid_regression --profile``).

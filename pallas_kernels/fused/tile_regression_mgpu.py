@@ -181,28 +181,23 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     # accumulator: each product of parts over both halves before the next, so that the small
     # ones are summed before the large (the tensor cores round each sum toward zero: the
     # halves one after the other in one accumulator, 96 sums, were 2.0e-7 from float64 after a
-    # step on an H200, xla's float32 3.0e-8, 2026-11-29). An accumulator a half, as before,
-    # kept 32 more registers a thread in a kernel at ptxas' 255 (the module's docstring).
-    def pairs():  # (fewer: a probe's floor, wrong numbers; first_only: a probe's, every
-      # product on the first parts)
-      return [(0, 0) if fetched and first_only else ij for ij in PAIRS[:products]]
-
-    def wait_half(h):
-      if fetched:
-        wait(MB_A + 3 * h, parts)
-        wait(MB_B + 3 * h, parts)
-
+    # step on an H200, xla's float32 3.0e-8, 2026-11-29). An accumulator a half of K, the first
+    # half's products while the second lands, gained nothing (2026-12-07c: its patch in
+    # docs/bench/2026-12-07c_h100).
     def run(acc):
-      for h in range(len(a)):
-        wait_half(h)
+      if fetched:
+        for h in range(len(a)):
+          wait(MB_A + 3 * h, parts)
+          wait(MB_B + 3 * h, parts)
       zero = descriptors.read(zero_s[0]) if fresh else None
-      for i, j in pairs():
+      for i, j in PAIRS[:products]:  # (fewer: a probe's floor, wrong numbers)
+        if fetched and first_only:  # (a probe: every product of the first parts)
+          i, j = 0, 0
         for h in range(len(a)):
           plgpu.wgmma(acc, descriptors.operand(a[h][i], zero, ta),
                       descriptors.operand(b[h][j], zero, tb))
       plgpu.wgmma_wait(0)  # (the first pair takes both halves: no overlap with the fetches)
       return acc[...]
-
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
 
   def put(value, refs):  # value's three parts into three refs
