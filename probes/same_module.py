@@ -10,7 +10,9 @@ IDENTICAL: the GPU runs the same module, so what was checked and timed on the GP
 holds (the same jax: lowering differs between versions). DIFFERENT: it must be checked on the
 GPU again. The kernels: ``cluster_mlp`` (784-H-10, batch 64 P rows), ``cluster_epoch`` (the
 regression net 32-H-1), ``grid_regression`` and ``tile_regression`` (32-256-256-1 and
-32-256-1024-256-1), ``tile_mlp`` (the MLP 784-256-1024-256-10) and ``logreg`` (softmax regression in one CTA), each over a few steps.
+32-256-1024-256-1), ``tile_mlp`` (the MLP 784-256-1024-256-10), ``logreg`` (softmax
+regression in one CTA) and ``stream_population`` (two members of the MLP reference), each over
+a few steps.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from jaxshallow.run.config import ConfigError
 
 _KERNEL = flags.DEFINE_string("kernel", "cluster_mlp",
                               "cluster_mlp, cluster_epoch, grid_regression, "
-                              "tile_regression, tile_mlp or logreg.")
+                              "tile_regression, tile_mlp, logreg or stream_population.")
 _HIDDEN = flags.DEFINE_integer("hidden", 256, "Hidden units (cluster_mlp, cluster_epoch).")
 _BATCH = flags.DEFINE_integer("batch", 64, "cluster_mlp: rows a step (64 P: P passes).")
 _PRECISION = flags.DEFINE_string("precision", "float32", "float32, tf32 or bfloat16 "
@@ -38,7 +40,7 @@ _SAVE = flags.DEFINE_string("save", None, "Write the modules' text to this file.
 _COMPARE = flags.DEFINE_string("compare", None, "Compare the modules with this --save file.")
 
 KERNELS = ("cluster_mlp", "cluster_epoch", "grid_regression", "tile_regression", "tile_mlp",
-           "logreg")
+           "logreg", "stream_population")
 
 
 def _spec(*shape, dtype=jnp.float32):
@@ -79,6 +81,12 @@ def lowered(kernel: str, hidden: int, batch: int, precision: str, steps: int):
     w = m.WIDTHS
     args = ([{"w": _spec(a, b), "b": _spec(b)} for a, b in zip(w[:-1], w[1:])],
             _spec(steps, m.BATCH, m.INPUTS, dtype=bf16), _spec(steps, m.BATCH, m.T))
+  elif kernel == "stream_population":  # (two members, their own batches)
+    from pallas_kernels.fused import stream_population_mgpu as m
+    fn = m.train_steps
+    args = ([{"w": _spec(2, 784, m.HIDDEN), "b": _spec(2, m.HIDDEN)},
+             {"w": _spec(2, m.HIDDEN, m.CLASSES), "b": _spec(2, m.CLASSES)}], _spec(2),
+            _spec(2, steps, m.BATCH, m.INPUTS, dtype=bf16), _spec(2, steps, m.ROWS, m.BATCH))
   else:
     from pallas_kernels.fused import logreg_mgpu as m
     fn = functools.partial(m.train_steps, lr=0.1, precision=precision)

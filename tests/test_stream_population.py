@@ -32,6 +32,19 @@ def test_kernel_lowers(members, steps, sets, parts):
   assert "mosaic_gpu" in text
 
 
+def test_fresh_descriptors_lower():
+  """``FRESH_DESCRIPTORS`` (each product's descriptors built where it runs; off until measured
+  on a GPU) lowers for Hopper, and differs from the default form."""
+  f32, shape = jnp.float32, jax.ShapeDtypeStruct
+  params = [{"w": shape((2, a, b), f32), "b": shape((2, b), f32)}
+            for a, b in zip(SIZES[:-1], SIZES[1:])]
+  args = (params, shape((2,), f32), shape((2, 2, k.BATCH, k.INPUTS), jnp.bfloat16),
+          shape((2, 2, k.ROWS, k.BATCH), f32))
+  texts = [jax.jit(lambda *a, on=on: k.train_steps(*a, fresh_descriptors=on)).trace(*args)
+           .lower(lowering_platforms=("cuda",)).as_text() for on in (False, True)]
+  assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
+
+
 def _population(rng, members):
   keys = jax.random.split(jax.random.key(int(rng.integers(1 << 30))), members)
   params = jax.vmap(lambda key: mlp.init_mlp(key, SIZES))(keys)

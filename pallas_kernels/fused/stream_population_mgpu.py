@@ -53,6 +53,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels import common
+from pallas_kernels.mgpu import descriptors
 from pallas_kernels.ops.dense_mgpu import load as _load, split3_in_kernel, store as _store
 
 BATCH = 64
@@ -72,6 +73,11 @@ MB_TILE, MB_LABELS, MB_WG = 0, 6, 7
 MB_INIT = 2 * MB_WG
 MBARRIERS = MB_INIT + 3
 PAIRS = common.SPLIT3_PAIRS  # The partial logits' products of parts
+# Each product's wgmma descriptors built where it runs (``descriptors``), not before the walk's
+# loop: its PTX (2026-11-29) held 28 across the loop at ptxas' 255 registers and spilled 128 B;
+# with them rebuilt there ptxas gave 227 and no spills (docs/bench/2026-12-07_ptx), and the
+# phase kernels' steps fell 18-29 % with this form (2026-12-07b). Off until measured on a GPU.
+FRESH_DESCRIPTORS = False
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -98,8 +104,8 @@ def _swizzled():
 def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, logits, metrics, mb, parts_in, peer_in,
-            cluster_bar,  # scratch
-            *, steps: int, shared: bool, parts: str):
+            cluster_bar, *zero_s,  # scratch
+            steps: int, shared: bool, parts: str, fresh: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
@@ -128,20 +134,24 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       plgpu.copy_gmem_to_smem(x_in.at[data, at, :, pl.ds(k * T, T)], xk.at[g, slot, j],
                               bar(first + 1 + j))
 
-  def products(parts, b):  # a b over a's parts (``parts()``, the smallest first, made in the
-    # accumulator's scope) on the tensor cores, in an accumulator of its own: they round each
-    # sum of 16 products toward zero, so one accumulator over a walk's 156 sums failed the
-    # checks; in a numpy model of the rounding it is 6x as far from float64 as float32's own
-    # sums, and a tile's 12 then float32's adds 5x closer than they (docs/design/populations.md)
+  def products(parts, b, *, a_refs: bool, tb: bool = False):  # a b (b transposed where tb)
+    # over a's parts (``parts()``, the smallest first, made in the accumulator's scope; refs
+    # in shared memory where a_refs, else values in registers) on the tensor cores, in an
+    # accumulator of its own: they round each sum of 16 products toward zero, so one
+    # accumulator over a walk's 156 sums failed the checks; in a numpy model of the rounding it
+    # is 6x as far from float64 as float32's own sums, and a tile's 12 then float32's adds 5x
+    # closer than they (docs/design/populations.md)
     def run(acc):
+      zero = descriptors.read(zero_s[0]) if fresh else None  # (``FRESH_DESCRIPTORS``)
       for a in parts():
-        plgpu.wgmma(acc, a, b)
+        plgpu.wgmma(acc, descriptors.operand(a, zero) if a_refs else a,
+                    descriptors.operand(b, zero, tb))
       plgpu.wgmma_wait(0)
       return acc[...]
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
 
   def gradient(slot):  # dz[:, block]^T x_{s-1}[:, k] over dz's three parts: the tile's layout
-    return products(lambda: [dz.at[i, g] for i in (2, 1, 0)], xk.at[g, slot, 0])
+    return products(lambda: [dz.at[i, g] for i in (2, 1, 0)], xk.at[g, slot, 0], a_refs=True)
 
   def sync():  # The warpgroup's stores to shared memory before others read them
     plgpu.commit_smem()
@@ -149,6 +159,8 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   # The launch's first W1 rows and small rows (each warpgroup its own: b1, updated the same
   # way by both, is read by each while the other may be updating it); dz zero (the first walk
   # updates nothing).
+  if fresh:  # (``FRESH_DESCRIPTORS``) a zero, read where a product is
+    descriptors.put_zero(zero_s[0])
   pl.when(g == 0)(lambda: plgpu.copy_gmem_to_smem(w1_in.at[m, h], w1s, mb.at[MB_INIT]))
   plgpu.copy_gmem_to_smem(small_in.at[m], small.at[g], mb.at[MB_INIT + 1 + g])
   zero = plgpu.layout_cast(jnp.zeros((T, T), bf16), wgmma_layout)
@@ -163,8 +175,8 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
   def forward(w, slot):  # The tile's term of z^T = W0^T x_s^T over w's three parts, taken
     # from registers (added to z^T in float32 by the walk)
-    return products(lambda: reversed(split3_in_kernel(w, ptx=True)),
-                    xk.at[g, slot, 1].transpose((1, 0)))
+    return products(lambda: reversed(split3_in_kernel(w, ptx=True)), xk.at[g, slot, 1],
+                    a_refs=False, tb=True)
 
   def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns the block's z^T (x 255).
     # A loop over pairs of tiles (each pair's slots 0 and 1, known when the code is built), not
@@ -247,8 +259,9 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
       def run(acc):
         w_parts = split3_in_kernel(_load(w1t, wgmma_layout), ptx=True)
+        zero = descriptors.read(zero_s[0]) if fresh else None  # (``FRESH_DESCRIPTORS``)
         for i, j in PAIRS:
-          plgpu.wgmma(acc, w_parts[i], dz.at[j, g])
+          plgpu.wgmma(acc, w_parts[i], descriptors.operand(dz.at[j, g], zero))
         plgpu.wgmma_wait(0)
         return acc[...]
       _store(prod, pl.run_scoped(run, plgpu.ACC((T, T), f32)))
@@ -327,7 +340,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
 @functools.lru_cache(maxsize=None)
 def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None,
-          parts: str = "all"):
+          parts: str = "all", fresh: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
@@ -336,7 +349,7 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
   if profile_dir:  # Mosaic GPU's profiler: each named scope's start and end a warpgroup
     params.update(profile_space=12 * (steps + 2), profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, shared=shared, parts=parts),
+      functools.partial(_kernel, steps=steps, shared=shared, parts=parts, fresh=fresh),
       out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
                 shape((members, 2, BLOCKS, ROWS, T), f32),
                 shape((members, ROWS, T), f32),
@@ -359,7 +372,7 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
           plgpu.Barrier(num_arrivals=2),  # both warpgroups' partial logits stored
           plgpu.Barrier(),  # the peer CTA's in (the first warpgroup met it)
           plgpu.ClusterBarrier(collective_axes=("half",), num_barriers=2),
-      ])
+      ] + ([descriptors.zero_ref()] if fresh else []))  # (``FRESH_DESCRIPTORS``)
 
 
 def pack(params, lrs):
@@ -404,19 +417,23 @@ def batches(x, labels, orders, steps: int):
   return xs, jnp.swapaxes(onehot, 2, 3)
 
 
-def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: str = "all"):
+def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: str = "all",
+                fresh_descriptors: bool | None = None):
   """``steps`` SGD steps of every member in one launch: stacked params and lrs as ``pack``
   takes them, xs and onehot from ``batches`` (D = 1: every member on the same batches; D = P:
   each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only.
   ``profile_dir``: a Mosaic GPU profiler trace of the launch's scopes goes there. ``parts``:
   "all"; "walk" or "outputs" runs only the walks over W0 or only the output layer (wrong
-  numbers: what each costs alone, ``probes.stream_population --floor``)."""
+  numbers: what each costs alone, ``probes.stream_population --floor``).
+  ``fresh_descriptors`` (default ``FRESH_DESCRIPTORS``) builds each product's operand
+  descriptors where it runs."""
   members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
   if not shared and xs.shape[0] != members:
     raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
   w0t, w1, small = pack(params, lrs)
-  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts)(w0t, w1, small,
-                                                                             xs, onehot)
+  fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
+  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts, fresh)(
+      w0t, w1, small, xs, onehot)
   losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
   correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
   return unpack(w0t, w1, small), losses, correct
