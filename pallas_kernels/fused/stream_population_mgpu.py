@@ -76,7 +76,7 @@ PAIRS = common.SPLIT3_PAIRS  # The partial logits' products of parts
 # Each product's wgmma descriptors built where it runs (``descriptors``), not before the walk's
 # loop: its PTX (2026-11-29) held 28 across the loop at ptxas' 255 registers and spilled 128 B;
 # with them rebuilt there ptxas gave 227 and no spills (docs/bench/2026-12-07_ptx), and the
-# phase kernels' steps fell 18-29 % with this form (2026-12-07b). Off until measured on a GPU.
+# phase kernels' steps fell 2-29 % with this form (2026-12-07b). Off until measured on a GPU.
 FRESH_DESCRIPTORS = False
 
 

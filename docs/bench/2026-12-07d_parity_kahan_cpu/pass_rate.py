@@ -10,7 +10,7 @@ from jax import lax
 jax.config.update("jax_enable_x64", True)
 from jaxshallow import data, mlp, train
 
-ds = data.load("mnist", "/work/shared/data")
+ds = data.load("mnist")  # (the project's data folder: JAXSHALLOW_DATA_DIR, or its cache)
 X = np.asarray(ds.train_images, np.float64).reshape(len(ds.train_labels), -1) / 255.0
 Y = np.asarray(ds.train_labels)
 B, LR = 64, 0.5

@@ -5,6 +5,8 @@ in one process: the same bits after a few steps (the arithmetic is the same), th
 by more than 1 % at every size.
 
   PYTHONPATH=. python docs/bench/next/stream_fresh.py 64 512
+  PYTHONPATH=. python docs/bench/next/stream_fresh.py dump fresh   # one launch of 8 members
+                                      # (with MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_TO=dir)
 """
 import statistics
 import sys
@@ -19,6 +21,10 @@ from probes.stream_population import problem
 SHORT, LONG, ROUNDS = 10, 60, 5
 d = hopper.require_hopper("stream_fresh")
 print(f"device {d.device_kind}; jax {jax.__version__}", flush=True)
+if sys.argv[1:2] == ["dump"]:  # One small launch of one form, for ptxas' report
+  form = {"fresh_descriptors": sys.argv[2:3] == ["fresh"]}
+  jax.block_until_ready(jax.jit(lambda *a: k.train_steps(*a, **form))(*problem(8, 2, False)))
+  sys.exit(0)
 faster = []
 for members in map(int, sys.argv[1:] or ["64"]):
   forms = ({}, {"fresh_descriptors": True})
