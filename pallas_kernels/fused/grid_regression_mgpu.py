@@ -107,8 +107,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
             w0_out, w1_out, w2_out, out_out,  # outputs
             h1_g, part_g, dz2_g, dw1_g, dw2_g, dw0_g, w1_g, w1c_g,  # exchanges (global memory)
             xp, y, w0p, acts, gp, sendp, f64, vec64, vec16, w2_all, parts_in, dw2_in,
-            dw_in, tma, *zero_s, steps: int, lr: float, quarter_barriers: bool,
-            fresh: bool):
+            dw_in, tma, *zero_s, steps: int, lr: float, quarter_barriers: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
@@ -134,7 +133,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
     # ``meanwhile()`` runs while they do (it must not write a or b), and its result comes back
     # beside theirs
     def run(acc):
-      zero = descriptors.read(zero_s[0]) if fresh else None  # (``FRESH_DESCRIPTORS``)
+      zero = descriptors.read(zero_s)  # (``FRESH_DESCRIPTORS``)
       for i in (2, 1, 0):
         plgpu.wgmma(acc, descriptors.operand(a[i], zero, ta), descriptors.operand(b, zero, tb))
       extra = meanwhile() if meanwhile else None
@@ -192,8 +191,7 @@ def _kernel(w0_in, w1_in, w2_in, xp_in, y_in,  # inputs (global memory)
   def quarter(q):  # dw_in's rows 64q .. 64q + 63
     return dw_in.at[pl.ds(q * ROWS, ROWS)]
 
-  if fresh:
-    descriptors.put_zero(zero_s[0])
+  descriptors.put_zero(zero_s)
   # The weights: W0[:, u] (padded) and w2[u] as every CTA of slice u holds them, W1's quarter
   # (all of w2: a copy moves a multiple of 128 bytes).
   fetch([(w0_in.at[:, units], f64), (w1_in.at[rows, units], quarter(0)), (w2_in, w2_all)],
@@ -363,8 +361,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None,
   if profile_dir:  # (as cluster_epoch_mgpu sizes it)
     params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr, quarter_barriers=quarter_barriers,
-                        fresh=fresh),
+      functools.partial(_kernel, steps=steps, lr=lr, quarter_barriers=quarter_barriers),
       out_type=(shape((PADDED, HIDDEN), f32), shape((HIDDEN, HIDDEN), f32),
                 shape((HIDDEN,), f32), shape((steps, QUARTERS, ROWS), f32),
                 # The exchanges, read back and dropped: h1's parts, the partial outputs,
@@ -401,7 +398,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None,
           # The dW1 part (C); the four dW1 parts of W1's quarter (D); the four dW0 parts (E)
           plgpu.SMEM((HIDDEN, UNITS), f32),
           plgpu.Barrier(num_barriers=MBARRIERS),
-      ] + ([descriptors.zero_ref()] if fresh else []))  # (``FRESH_DESCRIPTORS``)
+      ] + descriptors.scratch(fresh))  # (``FRESH_DESCRIPTORS``)
 
 
 def train_steps(w0, w1, w2, xs, ys, lr: float, profile_dir: str | None = None,

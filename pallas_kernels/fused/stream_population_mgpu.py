@@ -105,7 +105,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, logits, metrics, mb, parts_in, peer_in,
             cluster_bar, *zero_s,  # scratch
-            steps: int, shared: bool, parts: str, fresh: bool):
+            steps: int, shared: bool, parts: str):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
@@ -142,7 +142,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     # is 6x as far from float64 as float32's own sums, and a tile's 12 then float32's adds 5x
     # closer than they (docs/design/populations.md)
     def run(acc):
-      zero = descriptors.read(zero_s[0]) if fresh else None  # (``FRESH_DESCRIPTORS``)
+      zero = descriptors.read(zero_s)  # (``FRESH_DESCRIPTORS``)
       for a in parts():
         plgpu.wgmma(acc, descriptors.operand(a, zero) if a_refs else a,
                     descriptors.operand(b, zero, tb))
@@ -159,8 +159,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   # The launch's first W1 rows and small rows (each warpgroup its own: b1, updated the same
   # way by both, is read by each while the other may be updating it); dz zero (the first walk
   # updates nothing).
-  if fresh:  # (``FRESH_DESCRIPTORS``) a zero, read where a product is
-    descriptors.put_zero(zero_s[0])
+  descriptors.put_zero(zero_s)  # (``FRESH_DESCRIPTORS``) a zero, read where a product is
   pl.when(g == 0)(lambda: plgpu.copy_gmem_to_smem(w1_in.at[m, h], w1s, mb.at[MB_INIT]))
   plgpu.copy_gmem_to_smem(small_in.at[m], small.at[g], mb.at[MB_INIT + 1 + g])
   zero = plgpu.layout_cast(jnp.zeros((T, T), bf16), wgmma_layout)
@@ -259,7 +258,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
       def run(acc):
         w_parts = split3_in_kernel(_load(w1t, wgmma_layout), ptx=True)
-        zero = descriptors.read(zero_s[0]) if fresh else None  # (``FRESH_DESCRIPTORS``)
+        zero = descriptors.read(zero_s)  # (``FRESH_DESCRIPTORS``)
         for i, j in PAIRS:
           plgpu.wgmma(acc, w_parts[i], descriptors.operand(dz.at[j, g], zero))
         plgpu.wgmma_wait(0)
@@ -349,7 +348,7 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
   if profile_dir:  # Mosaic GPU's profiler: each named scope's start and end a warpgroup
     params.update(profile_space=12 * (steps + 2), profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, shared=shared, parts=parts, fresh=fresh),
+      functools.partial(_kernel, steps=steps, shared=shared, parts=parts),
       out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
                 shape((members, 2, BLOCKS, ROWS, T), f32),
                 shape((members, ROWS, T), f32),
@@ -372,7 +371,7 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
           plgpu.Barrier(num_arrivals=2),  # both warpgroups' partial logits stored
           plgpu.Barrier(),  # the peer CTA's in (the first warpgroup met it)
           plgpu.ClusterBarrier(collective_axes=("half",), num_barriers=2),
-      ] + ([descriptors.zero_ref()] if fresh else []))  # (``FRESH_DESCRIPTORS``)
+      ] + descriptors.scratch(fresh))  # (``FRESH_DESCRIPTORS``)
 
 
 def pack(params, lrs):

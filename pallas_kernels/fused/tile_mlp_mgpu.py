@@ -91,14 +91,13 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
             w0_o, w1_o, w2_o, w3_o, b2_o, b3_o, b0_g, b1_g, met_o,
             p0_g, z1_g, p1_g, z2_g, p2_g, p3_g, dz3_g, q2_g, q1_g,
             wa_m, wa_p, wb_m, wb_p, keep, xk, vec, vec2, vec3, mb, *zero_s, steps: int,
-            lr: float, fresh: bool):
+            lr: float):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
   by_col = plgpu.Layout.WGMMA.reduce(0)
   counter = pl.get_global(plgpu.SemaphoreType.REGULAR((1,)))
-  if fresh:
-    descriptors.put_zero(zero_s[0])
+  descriptors.put_zero(zero_s)  # (``FRESH_DESCRIPTORS``)
   c = lax.axis_index("cta")
   is_w1 = c < W2_FIRST
   is_w2 = jnp.logical_and(c >= W2_FIRST, c < W3_FIRST)
@@ -157,7 +156,7 @@ def _kernel(w0_in, b0_in, w1_in, b1_in, w2_in, b2_in, w3_in, b3_in, x_in, y_in, 
 
   def _product(a, b, pairs, ta, tb):
     def run(acc):
-      zero = descriptors.read(zero_s[0]) if fresh else None  # (``FRESH_DESCRIPTORS``)
+      zero = descriptors.read(zero_s)  # (``FRESH_DESCRIPTORS``)
       for i, j in pairs:
         plgpu.wgmma(acc, descriptors.operand(a[i], zero, ta),
                     descriptors.operand(b[j], zero, tb))
@@ -445,7 +444,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, fresh: bool = F
   if profile_dir:  # Scopes a step: 7 barriers, up to 8 partial sums and 9 products, 8 sends
     params.update(profile_space=40 * steps, profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, lr=lr, fresh=fresh),
+      functools.partial(_kernel, steps=steps, lr=lr),
       out_type=(shape((INPUTS, 256), f32), shape((256, 1024), f32), shape((1024, 256), f32),
                 shape((256, T), f32), shape((256,), f32), shape((T,), f32),
                 shape((256,), f32), shape((1024,), f32),  # b0, b1 (updated in place)
@@ -464,7 +463,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, fresh: bool = F
           plgpu.SMEM((T, T), bf16, transforms=swizzled),  # x's tile (integers)
           plgpu.SMEM((T,), f32), plgpu.SMEM((T,), f32), plgpu.SMEM((T,), f32),  # biases
           plgpu.Barrier(num_barriers=MBARRIERS),
-      ] + ([descriptors.zero_ref()] if fresh else []))
+      ] + descriptors.scratch(fresh))
 
 
 def batches(x, labels, order, steps: int):

@@ -115,7 +115,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
             w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
             w1p_g, w2p_g, h1_g, z1_g, h2_g, z2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
             stage, vec, y, po_in, dw3_in, w3_s, c_s, mb, *zero_s, steps: int, lr: float,
-            products: int, parts: int, first_only: bool, fresh: bool):
+            products: int, parts: int, first_only: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
@@ -137,8 +137,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
   # The step's loop reads c again from shared memory, so that nothing derived from it is hoisted
   # out of the loop into registers (see the module's docstring: registers).
   c_s[0] = c
-  if fresh:  # (``FRESH_DESCRIPTORS``) a zero, read where a product is
-    descriptors.put_zero(zero_s[0])
+  descriptors.put_zero(zero_s)  # (``FRESH_DESCRIPTORS``) a zero, read where a product is
   wide = pl.ds(0, WIDE)  # A whole K of 256, or all the rows of the batch
   top = _block(0)  # The first rows of a (128, 64) buffer, for 64 x 64 operands
 
@@ -189,7 +188,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         for h in range(len(a)):
           wait(MB_A + 3 * h, parts)
           wait(MB_B + 3 * h, parts)
-      zero = descriptors.read(zero_s[0]) if fresh else None
+      zero = descriptors.read(zero_s)
       for i, j in PAIRS[:products]:  # (fewer: a probe's floor, wrong numbers)
         if fetched and first_only:  # (a probe: every product of the first parts)
           i, j = 0, 0
@@ -511,7 +510,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
     params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, products=products, parts=parts,
-                        first_only=first_only, fresh=fresh),
+                        first_only=first_only),
       out_type=(shape((4, T, h1), f32), shape((h1, h2), f32), shape((h2, h3), f32),
                 shape((4, T), f32), shape((steps, 4, T), f32),
                 # The exchanges, read back and dropped: W1's and W2's parts by parity; h1's
@@ -536,7 +535,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
           plgpu.SMEM((2, T), f32),  # w3 by step parity
           plgpu.SMEM((1,), jnp.int32),  # c, read again each step
           plgpu.Barrier(num_barriers=MBARRIERS),
-      ] + ([descriptors.zero_ref()] if fresh else []))  # (``FRESH_DESCRIPTORS``)
+      ] + descriptors.scratch(fresh))  # (``FRESH_DESCRIPTORS``)
 
 
 def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = None,

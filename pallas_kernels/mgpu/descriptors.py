@@ -32,20 +32,24 @@ def checked() -> bool:
   return common.jax_version() in CHECKED
 
 
-def zero_ref():
-  """The scratch shape that holds the zero: one int32 of shared memory."""
+def scratch(fresh: bool) -> list:
+  """The scratch a kernel appends to its own: one int32 of shared memory that holds the zero
+  where ``fresh``, else nothing (its kernel then takes ``zero_s`` empty)."""
   from jax.experimental.pallas import mosaic_gpu as plgpu
-  return plgpu.SMEM((1,), jnp.int32)
+  return [plgpu.SMEM((1,), jnp.int32)] if fresh else []
 
 
-def put_zero(ref) -> None:
-  """Before the loop: every thread writes the zero it reads back (no barrier needed)."""
-  ref[0] = jnp.int32(0)
+def put_zero(zero_s) -> None:
+  """Before the loop: every thread writes the zero it reads back (no barrier needed); nothing
+  where ``zero_s`` (the kernel's trailing scratch, ``scratch``) is empty."""
+  if zero_s:
+    zero_s[0][0] = jnp.int32(0)
 
 
-def read(ref):
-  """The zero, read now: once a product (a load the compilers cannot move out of the loop)."""
-  return ref[0]
+def read(zero_s):
+  """The zero, read now: once a product (a load the compilers cannot move out of the loop);
+  None where ``zero_s`` is empty (the descriptors built where the compilers choose)."""
+  return zero_s[0][0] if zero_s else None
 
 
 def operand(ref, zero, transposed: bool = False):
