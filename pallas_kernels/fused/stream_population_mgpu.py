@@ -76,8 +76,11 @@ PAIRS = common.SPLIT3_PAIRS  # The partial logits' products of parts
 # Each product's wgmma descriptors built where it runs (``descriptors``), not before the walk's
 # loop: its PTX (2026-11-29) held 28 across the loop at ptxas' 255 registers and spilled 128 B;
 # with them rebuilt there ptxas gave 227 and no spills (docs/bench/2026-12-07_ptx), and the
-# phase kernels' steps fell 2-29 % with this form (2026-12-07b). Off until measured on a GPU.
-FRESH_DESCRIPTORS = False
+# phase kernels' steps fell 2-29 % with this form (2026-12-07b). The same bits, 13-14 % less a
+# step (64 members 68.65 -> 59.43 us, 512 529.7 -> 454.1; H100, jax 0.11.2, 2026-12-07:
+# docs/bench/2026-12-07f_h100). On by default with the jax versions it was checked with on a
+# GPU (``descriptors.CHECKED``).
+FRESH_DESCRIPTORS = descriptors.checked()
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:

@@ -22,8 +22,8 @@ from jax.experimental import pallas as pl
 
 from pallas_kernels import common
 
-# The jax versions with which the phase kernels' fresh-descriptor forms were checked and timed
-# on a GPU (the H100, jax 0.11.2, 2026-12-07).
+# The jax versions with which the phase kernels' and the streamed population kernel's
+# fresh-descriptor forms were checked and timed on a GPU (the H100, jax 0.11.2, 2026-12-07).
 CHECKED = ((0, 11),)
 
 

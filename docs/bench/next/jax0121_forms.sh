@@ -1,6 +1,7 @@
 #!/bin/bash
 # The phase kernels' forms of 2026-12-07 (wgmma descriptors built in the loop; 32-256-256-1's
-# barriers 1-2 by row quarter) on jax 0.12.1, where they are off until checked on a GPU
+# barriers 1-2 by row quarter), and the streamed population kernel's (its descriptors built in
+# the walk, 2026-12-07f), on jax 0.12.1, where they are off until checked on a GPU
 # (pallas_kernels/mgpu/descriptors.CHECKED: jax 0.11 only): the checks against float64 with
 # them on, their us a step against the forms of before (docs/bench/2026-12-07b_h100's
 # phase_options.py), and the grid's three phase-kernel points with them on. If all pass and
@@ -19,11 +20,13 @@ export JAXSHALLOW_DATA_DIR=$PWD/.data/data
 J121="env PYTHONPATH=/tmp/j121:."
 with="docs/bench/next/with_constants.py"
 G=pallas_kernels.fused.grid_regression_mgpu T=pallas_kernels.fused.tile_regression_mgpu
-M=pallas_kernels.fused.tile_mlp_mgpu
+M=pallas_kernels.fused.tile_mlp_mgpu S=pallas_kernels.fused.stream_population_mgpu
 on="$G.QUARTER_BARRIERS $G.FRESH_DESCRIPTORS $T.FRESH_DESCRIPTORS $M.FRESH_DESCRIPTORS"
+on="$on $S.FRESH_DESCRIPTORS"
 $J121 python3 -c "import jax; print(jax.__version__, jax.devices())" | tee $OUT/versions.txt
-timeout 200 $J121 python3 $with "$on" experiments.check_kernels --seed=7 \
-  --only=grid_regression,tile_regression,tile_mlp > $OUT/check_forms_0121.log 2>&1
+timeout 260 $J121 python3 $with "$on" experiments.check_kernels --seed=7 \
+  --only=grid_regression,tile_regression,tile_mlp,stream_population \
+  > $OUT/check_forms_0121.log 2>&1
 echo "rc $?" >> $OUT/check_forms_0121.log
 timeout 150 $J121 python3 -u docs/bench/2026-12-07b_h100/phase_options.py 2>&1 \
   | grep -v -i warn | tee $OUT/phase_options_0121.txt

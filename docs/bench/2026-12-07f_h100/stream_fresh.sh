@@ -9,12 +9,12 @@ set -u
 export PYTHONPATH=. JAXSHALLOW_DATA_DIR=$PWD/.data/data
 with="python3 docs/bench/next/with_constants.py"
 S=pallas_kernels.fused.stream_population_mgpu.FRESH_DESCRIPTORS
-timeout 200 python3 -u docs/bench/next/stream_fresh.py 64 512 2>&1 | grep -v -i warn \
+timeout 200 python3 -u docs/bench/2026-12-07f_h100/stream_fresh.py 64 512 2>&1 | grep -v -i warn \
   | tee $OUT/stream_fresh.txt
-for form in default fresh; do  # ptxas' report of each form (the folder must exist)
+for form in fresh; do  # ptxas' report (the folder must exist; the default's: ../2026-12-07_ptx)
   rm -rf /tmp/ptxas_$form && mkdir -p /tmp/ptxas_$form
   MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_TO=/tmp/ptxas_$form timeout 60 \
-    python3 docs/bench/next/stream_fresh.py dump $form > /dev/null 2>&1
+    python3 docs/bench/2026-12-07f_h100/stream_fresh.py dump $form > /dev/null 2>&1
   grep -h "registers\|spill" /tmp/ptxas_$form/*.ptxas | sort -u | sed "s/^/$form: /" \
     | tee -a $OUT/ptxas.txt
 done

@@ -4,8 +4,8 @@ in one process: the same bits after a few steps (the arithmetic is the same), th
 (median of rounds) at each population size; the last line says whether the form was faster
 by more than 1 % at every size.
 
-  PYTHONPATH=. python docs/bench/next/stream_fresh.py 64 512
-  PYTHONPATH=. python docs/bench/next/stream_fresh.py dump fresh   # one launch of 8 members
+  PYTHONPATH=. python docs/bench/2026-12-07f_h100/stream_fresh.py 64 512
+  PYTHONPATH=. python docs/bench/2026-12-07f_h100/stream_fresh.py dump fresh   # one launch of 8 members
                                       # (with MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_TO=dir)
 """
 import statistics
