@@ -62,6 +62,19 @@ def test_kernel_lowers(steps, precision):
 
 
 @pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
+def test_kernel_without_exchanges_lowers_apart():
+  """The probe's floor (``probes.cluster_floor``): ``exchanges`` off lowers, to another kernel;
+  only one network of 256 units, one pass a step, takes it."""
+  texts = [jax.jit(lambda p, x, o, on=on: cluster_mlp_mgpu.train_steps(p, x, o, 0.5,
+                                                                        exchanges=on))
+           .trace(*_abstract(256, 2)).lower(lowering_platforms=("cuda",)).as_text()
+           for on in (True, False)]
+  assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
+  with pytest.raises(ValueError, match="exchanges off"):
+    cluster_mlp_mgpu.train_steps(*_abstract(512, 2), 0.5, exchanges=False)
+
+
+@pytest.mark.skipif(cluster_mlp_mgpu.lowers() is not None, reason=str(cluster_mlp_mgpu.lowers()))
 @pytest.mark.parametrize("hidden,steps", [(512, 3), (1024, 2), (300, 2)])
 def test_kernel_of_several_clusters_lowers(hidden, steps):
   """A network of hidden / 256 clusters (300: two, padded), one launch: its groups' class sums

@@ -284,7 +284,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
             *refs,  # (groups > 1: the groups' class sums, an output) and the scratch
             steps: int, lr: float | None, parts: int, unroll: bool, warpgroups: int, split: int,
             ptx: bool, registers: bool, groups: int = 1, passes: int = 1, rowgroups: int = 1,
-            flat: bool = False):
+            flat: bool = False, exchanges: bool = True):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   # (flat: the CTAs' partial logits, the groups' class sums and the logits, through global
   # memory: ``exchange_global``.)
@@ -699,7 +699,11 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
       h = jnp.maximum(z, 0.0)
       for k in range(CLASSES):
         _store(columns.at[k], jnp.sum(h * cols(w1[k]), axis=1))
-    logits = (exchange_global if flat else exchange)(s, parity, b1)
+    if exchanges:
+      logits = (exchange_global if flat else exchange)(s, parity, b1)
+    else:  # (a probe's floor: each CTA's own partial logits, no exchange; wrong numbers)
+      sync()
+      logits = [load(columns.at[k], by_row) for k in range(CLASSES)]
     plgpu.barrier_wait(tma.at[3])  # The labels
     with jax.named_scope("softmax"):
       labels = [load(onehot.at[k], by_row).astype(f32) for k in range(CLASSES)]
@@ -814,7 +818,7 @@ def _kernel(w0p_in, small_in, eye_in, x_in, onehot_in,  # inputs (global memory)
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
           profile_dir: str | None = None, members: int = 1, groups: int = 1, passes: int = 1,
-          rowgroups: int = 1, flat: bool = False):
+          rowgroups: int = 1, flat: bool = False, exchanges: bool = True):
   """The kernel for ``members`` networks, one cluster each (each input and output with a
   leading member axis); ``lr`` None: each network's own, from row ROW_LR of its small
   parameters. ``groups`` > 1: one network of ``groups`` x 256 units instead, a cluster a group
@@ -824,7 +828,9 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
   same units (``steps`` is then each cluster's count), which add up their sums through global
   memory at a grid barrier in each step's last pass (W0 in shared memory only: ``registers``
   off). ``flat``: the groups' CTAs launched without clusters, the exchanges through global
-  memory (``exchange_global``): more groups than the GPU holds clusters, one pass a step."""
+  memory (``exchange_global``): more groups than the GPU holds clusters, one pass a step.
+  ``exchanges`` off: no exchange, each CTA's own partial logits taken as the logits (wrong
+  numbers: what the rest of the step costs, ``probes.cluster_floor``)."""
   if flat and (groups < 2 or passes > 1 or members > 1 or interpret or profile_dir):
     raise ValueError("a network of several groups without clusters: one pass a step, alone, "
                      "compiled (Mosaic GPU's interpreter cannot run the grid barrier)")
@@ -869,7 +875,7 @@ def _call(steps: int, lr: float | None, parts: int, interpret: bool = False,
       functools.partial(_kernel, steps=steps, lr=lr, parts=parts, unroll=interpret,
                         warpgroups=warpgroups, split=split, ptx=not interpret,
                         registers=registers, groups=groups, passes=passes,
-                        rowgroups=rowgroups, flat=flat),
+                        rowgroups=rowgroups, flat=flat, exchanges=exchanges),
       out_type=(jax.ShapeDtypeStruct((clusters, CTAS, PADDED, 3 * UNITS), bf16),
                 jax.ShapeDtypeStruct((clusters, CTAS, SMALL_ROWS, UNITS), f32),
                 jax.ShapeDtypeStruct((members, steps * rowgroups, 2, BATCH), f32))
@@ -975,15 +981,19 @@ def batches(x, labels, order, steps: int):
 
 
 def train_steps(params, xs, onehot, lr: float, precision: str = "float32", interpret: bool = False,
-          profile_dir: str | None = None, passes: int = 1, rowgroups: int = 1):
+          profile_dir: str | None = None, passes: int = 1, rowgroups: int = 1,
+          exchanges: bool = True):
   """SGD steps in one launch on the batches of ``batches``: a step of 64 ``passes`` rows takes
   ``passes`` of them in turn (the kernel's passes over one batch; ``rowgroups`` 2 or 4: split
   between that many clusters, ``_train_rowgroups``). Returns (params, losses
   (steps,), correct counts (steps,)), each step's before its update. Hopper only, or
   ``interpret`` (Mosaic GPU's interpreter on the CPU; see the module's docstring).
   ``profile_dir`` adds Mosaic GPU's profiler (a few steps only: its buffer grows with them; the
-  kernel then runs one warpgroup, as in the interpreter)."""
+  kernel then runs one warpgroup, as in the interpreter). ``exchanges`` off (one network of 256
+  units, one pass a step): no exchange between the CTAs, wrong numbers (a probe's floor)."""
   hidden = params[0]["w"].shape[1]
+  if not exchanges and (hidden != HIDDEN or passes > 1 or rowgroups > 1 or interpret):
+    raise ValueError("exchanges off: one network of 256 units, one pass a step, compiled")
   groups = _groups(hidden)
   if not hidden:
     raise ValueError("it trains a hidden layer of at least one unit")
@@ -998,7 +1008,8 @@ def train_steps(params, xs, onehot, lr: float, precision: str = "float32", inter
                          passes)
   if rowgroups > 1:
     return _train_rowgroups(params, xs, onehot, lr, precision, passes, rowgroups, interpret)
-  call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir, passes=passes)
+  call = _call(xs.shape[0], float(lr), PARTS[precision], interpret, profile_dir, passes=passes,
+               exchanges=exchanges)
   one = lambda a: a[None]  # A population of one; its learning rate is the kernel's constant.
   params, losses, correct = _launch(call, jax.tree.map(one, params), jnp.zeros(1, jnp.float32),
                                     one(xs), one(onehot), passes)
