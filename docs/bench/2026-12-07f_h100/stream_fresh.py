@@ -1,12 +1,13 @@
 """The streamed population kernel (``stream_population_mgpu``) with each product's wgmma
-descriptors built where it runs (``fresh_descriptors``, off) against its default, alternating
+descriptors built where it runs (``fresh_descriptors``; off when this ran, the default with jax
+0.11 since) against the form before it (pinned off), alternating
 in one process: the same bits after a few steps (the arithmetic is the same), then us a step
 (median of rounds) at each population size; the last line says whether the form was faster
 by more than 1 % at every size.
 
   PYTHONPATH=. python docs/bench/2026-12-07f_h100/stream_fresh.py 64 512
-  PYTHONPATH=. python docs/bench/2026-12-07f_h100/stream_fresh.py dump fresh   # one launch of 8 members
-                                      # (with MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_TO=dir)
+  PYTHONPATH=. python docs/bench/2026-12-07f_h100/stream_fresh.py dump fresh
+      # one launch of 8 members (with MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_TO=dir)
 """
 import statistics
 import sys
@@ -27,7 +28,7 @@ if sys.argv[1:2] == ["dump"]:  # One small launch of one form, for ptxas' report
   sys.exit(0)
 faster = []
 for members in map(int, sys.argv[1:] or ["64"]):
-  forms = ({}, {"fresh_descriptors": True})
+  forms = ({"fresh_descriptors": False}, {"fresh_descriptors": True})
   fns = [jax.jit(lambda *a, o=o: k.train_steps(*a, **o)) for o in forms]
   args = {n: problem(members, n, False) for n in (SHORT, LONG)}
   outs = [jax.tree.leaves(fn(*args[SHORT])) for fn in fns]

@@ -20,9 +20,9 @@ case "${1:?which quarter: 1, 2, 3 or 4}" in
      points="$points,mlp batch 16,regression hidden 1024,regression medium" ;;
   *) echo "which quarter: 1, 2, 3 or 4, not $1"; exit 2 ;;
 esac
-git log --oneline -1 | tee $OUT/commit.txt
-git status --short | tee -a $OUT/commit.txt  # (empty: a clean checkout)
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a $OUT/commit.txt
+# The device's copy is the working tree without .git: note `git log -1` and an empty
+# `git status --short` here before the calls (the clean checkout the run comes from).
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/device.txt
 timeout 570 python3 -m benchmarks.bench --grid --seeds=0,1,2 --plots=false "--points=$points" \
   --out_dir=$OUT/grid_$1 > $OUT/grid_$1.log 2>&1
 echo "rc $?"
