@@ -30,7 +30,7 @@ timeout 240 $J121 python3 $with "$on" experiments.check_kernels --seed=7 \
 echo "rc $?" >> $OUT/check_forms_0121.log
 timeout 150 $J121 python3 -u docs/bench/2026-12-07b_h100/phase_options.py 2>&1 \
   | grep -v -i warn | tee $OUT/phase_options_0121.txt
-timeout 150 $J121 python3 $with "$on" benchmarks.bench --grid --seeds=0 --alternatives \
+timeout 150 $J121 python3 $with "$on" benchmarks.bench --grid --seeds=0 \
   --plots=false \
   "--points=regression hidden 256-256,regression hidden 256-1024-256,mlp hidden 256-1024-256" \
   --out_dir=$OUT/grid_0121 > $OUT/grid_0121.log 2>&1
