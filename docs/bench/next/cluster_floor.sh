@@ -9,10 +9,10 @@
 # product phases fetch (docs/bench/2026-12-07e_h100: is its step L2-bound?). Checkout root, no
 # data; about 3 minutes a version, then 1-2 minutes.
 set -u
-timeout 250 env PYTHONPATH=. python3 -u -m probes.cluster_floor \
+timeout 200 env PYTHONPATH=. python3 -u -m probes.cluster_floor \
   --precisions=float32,tf32,bfloat16 2>&1 | grep -v -i warn | tee $OUT/floor_0112.txt
 if [ -d /tmp/j121 ]; then
-  timeout 250 env PYTHONPATH=/tmp/j121:. python3 -u -m probes.cluster_floor \
+  timeout 200 env PYTHONPATH=/tmp/j121:. python3 -u -m probes.cluster_floor \
     --precisions=float32,tf32,bfloat16 2>&1 | grep -v -i warn | tee $OUT/floor_0121.txt
 fi
 timeout 150 env PYTHONPATH=. python3 -u -m probes.l2_fetch --ctas=64,128 --kib=0,48,96,192 \
