@@ -239,8 +239,8 @@ def test_32_256_256_1_takes_the_phase_kernel_on_hopper_only(monkeypatch):
 
 def test_32_256_1024_256_1_takes_the_tile_kernel_on_hopper(monkeypatch):
   """Its measured choice ("mosaic": the tile kernel 1.23x on the H100, 2026-12-07): on Hopper,
-  with a jax it was checked with on a GPU, the epoch path (tile_regression_mgpu); elsewhere
-  xla's step (the grid kernel and the op kernels slower)."""
+  with a jax it was checked with on a GPU (0.11, 0.12), the epoch path (tile_regression_mgpu);
+  elsewhere xla's step (the grid kernel and the op kernels slower)."""
   net = dict(model="regression", dataset="large", hidden=(256, 1024, 256))
   assert pick(**net) == "xla"
   monkeypatch.setattr(dense_mgpu, "on_hopper", lambda: True)
@@ -250,5 +250,7 @@ def test_32_256_1024_256_1_takes_the_tile_kernel_on_hopper(monkeypatch):
   widths = (32, 256, 1024, 256, 1)
   assert paths.epoch_kernel(widths, 256, precision="float32", **mse) == "tile_regression"
   assert paths.epoch_kernel(widths, 128, precision="float32", **mse) == "grid"
-  monkeypatch.setattr(jax, "__version__", "0.12.1")  # Not in its CHECKED
+  monkeypatch.setattr(jax, "__version__", "0.12.1")  # In its CHECKED since 2026-12-07g
+  assert pick(**net) == "epoch"
+  monkeypatch.setattr(jax, "__version__", "0.10.2")  # Not in its CHECKED
   assert pick(**net) == "xla"
