@@ -4,11 +4,13 @@
 # and the streamed population kernel (stream_population_mgpu.CHECKED, tentatively: kept only if
 # it beats xla's networks/s here). jax0121_forms.sh checked their forms against float64 on 0.12.1
 # with the constants set (2026-12-07g: 24/24). Here: the streamed kernel's two forms timed
-# against each other on 0.12.1 (64 members), the grid's three phase-kernel points with the defaults (seed 0),
-# and population_bench at 64 and 512 members, xla beside pallas' default.
-# Before (here): calls with carry [".whl/part.aa"] .. [".whl/part.ad"], one a call, back to back:
-# mkdir -p /tmp/w && cp .whl/part.* /tmp/w/ ; last call carry [".data", ".whl/part.ae"]: this
-# script, about 7 minutes.
+# against each other on 0.12.1 (64 members), the grid's three phase-kernel points with the
+# defaults (seed 0), and population_bench at 64 and 512 members, xla beside pallas' default.
+# Before (here): set stream_population_mgpu.CHECKED to ((0, 11), (0, 12)) in the working tree
+# (uncommitted; commit it only if the streamed kernel beats xla below); then calls with carry
+# [".whl/part.aa"] .. [".whl/part.ad"], one a call, back to back: mkdir -p /tmp/w && cp
+# .whl/part.* /tmp/w/ ; the last call, carry [".data", ".whl/part.ae"]: this script, about 7
+# minutes.
 set -u
 mkdir -p /tmp/w && cp .whl/part.* /tmp/w/
 if [ ! -d /tmp/j121 ]; then
