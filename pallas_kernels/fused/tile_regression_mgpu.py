@@ -98,11 +98,12 @@ PAIRS = common.SPLIT3_PAIRS
 # against 76.0 (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100). On by default with
 # the jax versions it was checked with on a GPU (``descriptors.CHECKED``).
 FRESH_DESCRIPTORS = descriptors.checked()
-# Each of B, C, F's dh2 and G's dh1 fetches its weight operand's parts (written a phase or more
-# before) before the grid barrier it waits for, not after it with the other operand: the step
-# without products is not bound by L2's rate (its bytes alone 6.5 us of 37.5, 2026-12-07g) but,
-# by elimination, by its phases' latencies. The same arithmetic; off until checked and timed on
-# a GPU (the barrier before B then opens each step, instead of closing the one before).
+# Each product phase fetches what was written a phase or more before (B, C, F's dh2 and G's dh1
+# their weight operand's parts; F's dW2 and G's dW1 their weight tile and h2 or h1) before the
+# grid barrier it waits for, not after it with the other operand: the step without products is
+# not bound by L2's rate (its bytes alone 6.5 us of 37.5, 2026-12-07g) but, by elimination, by
+# its phases' latencies. The same arithmetic; off until checked and timed on a GPU (the barrier
+# before B then opens each step, instead of closing the one before).
 EARLY_WEIGHTS = False
 
 
@@ -235,13 +236,19 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       grid_barrier.barrier(counter.at[0], k * CTAS)
       grid_barrier.fence_for_copies()
 
-  def update_tile(master_of, parts_g, a_src, b_src):  # The weight tile at ``master_of()``
-    # (float32, global) less lr times its gradient a^T b (a_src, b_src: the operands' parts, K
-    # the batch), written back with its parts (to parts_g(i)); in (256, 64) buffers
+  def update_tile(master_of, parts_g, a_src, b_src, barrier=None):  # The weight tile at
+    # ``master_of()`` (float32, global) less lr times its gradient a^T b (a_src, b_src: the
+    # operands' parts, K the batch), written back with its parts (to parts_g(i)); in (256, 64)
+    # buffers. ``barrier`` (``early``): the tile and A fetched before it, B after it.
     def run(a, b):
       master = master_of()
       fetch(master, stage, MB_MASTER)
-      fetch_operands(a_src, b_src, a, b, ta=True)
+      if barrier:
+        fetch_a(a_src, a, ta=True)
+        barrier()
+        fetch_b(b_src, b)
+      else:
+        fetch_operands(a_src, b_src, a, b, ta=True)
       grad = product(a, b, ta=True)
       wait(MB_MASTER)
       w = _load(stage, wgmma_layout) - lr * grad
@@ -434,13 +441,11 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
     @pl.when(jnp.logical_not(low))
     def _():
-      if early:
-        after_e()
-      with jax.named_scope("f_dw2"):
+      with jax.named_scope("f_dw2"):  # (``early``: W2's tile and h2, written by B, first)
         update_tile(lambda: w2_m.at[_block(b16), _block(a16)],
                     lambda i: w2p_g.at[1 - parity, i, _block(b16), _block(a16)],
                     lambda i: h2_g.at[i, wide, _block(b16)],
-                    lambda i: dz3_g.at[i, wide, _block(a16)])
+                    lambda i: dz3_g.at[i, wide, _block(a16)], after_e if early else None)
     with jax.named_scope("f_w3"):
       wait(MB_DW3)
       dw3 = _load(dw3_in.at[0], by_col)
@@ -454,13 +459,12 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     # dz2[:, n2]; the other: the partial dh1[r, n1] over K quarter q, dz2[r, q] W1[n1, q]^T.
     @pl.when(low)
     def _():
-      if early:
-        meet(k0 + 5, "barrier_f")
-      with jax.named_scope("g_dw1"):
+      with jax.named_scope("g_dw1"):  # (``early``: W1's tile and h1, written by A, first)
         update_tile(lambda: w1_m.at[_block(a16), _block(b16)],
                     lambda i: w1p_g.at[1 - parity, i, _block(a16), _block(b16)],
                     lambda i: h1_g.at[i, wide, _block(a16)],
-                    lambda i: dz2_g.at[i, wide, _block(b16)])
+                    lambda i: dz2_g.at[i, wide, _block(b16)],
+                    (lambda: meet(k0 + 5, "barrier_f")) if early else None)
 
     @pl.when(jnp.logical_not(low))
     def _():
