@@ -70,7 +70,7 @@ MBARRIERS = SLOTS + 10
 # loop, as the regression phase kernels' were (in their dumped PTX, what held them at 255
 # registers: docs/bench/2026-12-07_ptx). The same bits, 47.6 us a step against 48.7 (H100, jax
 # 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100). On by default with the jax versions it was
-# checked with on a GPU (``descriptors.CHECKED``; with jax 0.12 the form checked before).
+# checked with on a GPU (``descriptors.CHECKED``: jax 0.11, and 0.12 since 2026-12-07g).
 FRESH_DESCRIPTORS = descriptors.checked()
 
 

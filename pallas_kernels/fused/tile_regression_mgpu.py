@@ -86,7 +86,8 @@ MBARRIERS = 25
 PHASES = ("b", "barrier_b", "c", "barrier_c", "d", "barrier_d", "e", "barrier_e", "f_dh2",
           "f_dw2", "f_w3", "barrier_f", "g_dw1", "g_dh1", "barrier_g", "h", "barrier_h", "i",
           "barrier_i")  # For the profiler
-# Grid barriers: one before the first step, one after its A, eight a step.
+# Grid barriers: one before the first step, one after its A, eight a step (``EARLY_WEIGHTS``:
+# the one after A opens the first step, and each step's last opens the next).
 BARRIERS_PER_STEP = 8
 # The products of parts a product sums (the three dropped would cost a third of the tensor
 # cores' time, which bounds this kernel's phases).

@@ -23,9 +23,10 @@ from jax.experimental import pallas as pl
 from pallas_kernels import common
 
 # The jax versions with which the phase kernels' and the streamed population kernel's
-# fresh-descriptor forms were checked and timed on a GPU (the H100: jax 0.11.2, 2026-12-07;
-# jax 0.12.1, 2026-12-07g: the same bits, check_kernels 24/24, us a step 16.85 -> 13.54,
-# 76.09 -> 53.22 and 49.40 -> 47.03 for grid_regression, tile_regression and tile_mlp).
+# fresh-descriptor forms were checked on a GPU, and the phase kernels' timed (the H100: jax
+# 0.11.2, 2026-12-07, the streamed kernel's timed too; jax 0.12.1, 2026-12-07g: the same bits,
+# check_kernels 24/24, us a step 16.85 -> 13.54, 76.09 -> 53.22 and 49.40 -> 47.03 for
+# grid_regression, tile_regression and tile_mlp).
 CHECKED = ((0, 11), (0, 12))
 
 

@@ -2,7 +2,7 @@
 # #53: the tile regression kernel with its weight operands fetched before the grid barriers
 # (tile_regression_mgpu.EARLY_WEIGHTS, off by default): the same bits as the default and us a
 # step alternating (tile_early.py), then check_kernels --only=tile_regression with it on. If the
-# same bits, 6/6 and faster: make it the default (EARLY_WEIGHTS = True with the jax versions
+# same bits, 4/4 and faster: make it the default (EARLY_WEIGHTS = True with the jax versions
 # checked) and re-run the grid's point. Checkout root, no data; about 3 minutes (jax 0.11.2).
 set -u
 export PYTHONPATH=.
