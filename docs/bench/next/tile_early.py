@@ -5,9 +5,10 @@ barrier it waits for (``early_weights``; off by default, not yet run on a GPU) a
 default, alternating in one process: the same bits after 20 steps and after 220 (the arithmetic
 is the same), then us a step (median of rounds).
 
-  PYTHONPATH=. python docs/bench/next/tile_early.py
+  PYTHONPATH=. python docs/bench/next/tile_early.py [rounds]
 """
 import statistics
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +18,8 @@ from pallas_kernels.fused import tile_regression_mgpu as kernel
 from probes import hopper
 from probes.grid_regression import problem
 
-SHORT, LONG, ROUNDS = 20, 220, 7
+SHORT, LONG = 20, 220
+ROUNDS = int(sys.argv[1]) if sys.argv[1:] else 7
 FORMS = ({}, {"early_weights": True})
 d = hopper.require_hopper("tile_early")
 print(f"device {d.device_kind}; jax {jax.__version__}", flush=True)
