@@ -100,11 +100,11 @@ PAIRS = common.SPLIT3_PAIRS
 # the jax versions it was checked with on a GPU (``descriptors.CHECKED``).
 FRESH_DESCRIPTORS = descriptors.checked()
 # Each product phase fetches what was written a phase or more before (B, C, F's dh2 and G's dh1
-# their weight operand's parts; F's dW2 and G's dW1 their weight tile and h2 or h1) before the
-# grid barrier it waits for, not after it with the other operand: the step without products is
-# not bound by L2's rate (its bytes alone 6.5 us of 37.5, 2026-12-07g) but, by elimination, by
-# its phases' latencies. The same arithmetic; off until checked and timed on a GPU (the barrier
-# before B then opens each step, instead of closing the one before).
+# their weight operand's parts, F's dh2 z2 too; F's dW2 and G's dW1 their weight tile and h2 or
+# h1) before the grid barrier it waits for, not after it with the other operand: the step
+# without products is not bound by L2's rate (its bytes alone 6.5 us of 37.5, 2026-12-07g) but,
+# by elimination, by its phases' latencies. The same arithmetic; off until checked and timed on a
+# GPU (the barrier before B then opens each step, instead of closing the one before).
 EARLY_WEIGHTS = False
 
 
@@ -193,6 +193,18 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
         fetch(half(a_src(i), h, ta), a[h][i], MB_A + 3 * h + i)
         fetch(half(b_src(i), h, not tb), b[h][i], MB_B + 3 * h + i)
 
+  def fetch_across(barrier, a_src, b_src, a, b, ta=False, tb=False, ready="b"):  # Both
+    # operands; or (``early``) the ``ready`` one, written before a barrier already passed, then
+    # ``barrier()``, then the other
+    if barrier is None:
+      return fetch_operands(a_src, b_src, a, b, ta, tb)
+    fetches = [lambda: fetch_a(a_src, a, ta), lambda: fetch_b(b_src, b, tb)]
+    if ready == "b":
+      fetches.reverse()
+    fetches[0]()
+    barrier()
+    fetches[1]()
+
   def product(a, b, *, ta=False, tb=False, fetched=True):
     # a b (a and b transposed where ta, tb; a[h], b[h] halves of K) as the sum of the
     # products of their parts in PAIRS (the smallest first), on the tensor cores, in one
@@ -244,12 +256,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     def run(a, b):
       master = master_of()
       fetch(master, stage, MB_MASTER)
-      if barrier:
-        fetch_a(a_src, a, ta=True)
-        barrier()
-        fetch_b(b_src, b)
-      else:
-        fetch_operands(a_src, b_src, a, b, ta=True)
+      fetch_across(barrier, a_src, b_src, a, b, ta=True, ready="a")
       grad = product(a, b, ta=True)
       wait(MB_MASTER)
       w = _load(stage, wgmma_layout) - lr * grad
@@ -326,15 +333,10 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     # out.
     @pl.when(low)
     def _():
-      def phase_b(a, b):
-        h1_src = lambda i: h1_g.at[i, _block(a16)]
-        w1_src = lambda i: w1p_g.at[parity, i, wide, _block(b16)]
-        if early:  # W1's parts were written before the last step's barrier G
-          fetch_b(w1_src, b)
-          meet(k0, "barrier_i")
-          fetch_a(h1_src, a)
-        else:
-          fetch_operands(h1_src, w1_src, a, b)
+      def phase_b(a, b):  # (``early``: W1's parts were written before the last step's G)
+        fetch_across((lambda: meet(k0, "barrier_i")) if early else None,
+                     lambda i: h1_g.at[i, _block(a16)],
+                     lambda i: w1p_g.at[parity, i, wide, _block(b16)], a, b)
         z2 = product(a, b)
         _store(stage, z2)
         send([(stage, z2_g.at[_block(a16), _block(b16)])]
@@ -350,18 +352,12 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       meet(k0 + 1, "barrier_b")
 
     # C: the partial z3[r, n3] over K eighth e: h2[r, e] W2[e, n3] (all 128 CTAs).
-    def phase_c(a, b):
-      k = pl.ds(pl.multiple_of(eighth * HALF, HALF), HALF)
-      h2_src = lambda i: h2_g.at[i, _block(r8), k]
-      w2_src = lambda i: w2p_g.at[parity, i, k, _block(n8)]
-      if early:  # W2's parts were written before the last step's barrier F
-        fetch_b(w2_src, b)
-        meet(k0 + 1, "barrier_b")
+    def phase_c(a, b):  # (``early``: W2's parts were written before the last step's F)
       with jax.named_scope("c"):
-        if early:
-          fetch_a(h2_src, a)
-        else:
-          fetch_operands(h2_src, w2_src, a, b)
+        k = pl.ds(pl.multiple_of(eighth * HALF, HALF), HALF)
+        fetch_across((lambda: meet(k0 + 1, "barrier_b")) if early else None,
+                     lambda i: h2_g.at[i, _block(r8), k],
+                     lambda i: w2p_g.at[parity, i, k, _block(n8)], a, b)
         _store(stage, product(a, b))
         send([(stage, p3_g.at[eighth, _block(r8), _block(n8)])])
     pl.run_scoped(phase_c, *buffers(False, True, halves=1))
@@ -419,17 +415,11 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     # gradient h2[:, n2]^T dz3[:, n3], its parts out; every CTA: w3.
     @pl.when(low)
     def _():
-      def phase_f_dh2(a, b):
-        dz3_src = lambda i: dz3_g.at[i, _block(a16)]
-        w2_src = lambda i: w2p_g.at[parity, i, _block(b16)]
-        if early:  # W2's parts were written before the last step's barrier F
-          fetch_b(w2_src, b, tb=True)
-          after_e()
+      def phase_f_dh2(a, b):  # (``early``: W2's parts were written before the last step's F,
+        # z2 before this step's barrier B)
         fetch(z2_g.at[_block(a16), _block(b16)], stage, MB_Z)
-        if early:
-          fetch_a(dz3_src, a)
-        else:
-          fetch_operands(dz3_src, w2_src, a, b, tb=True)
+        fetch_across(after_e if early else None, lambda i: dz3_g.at[i, _block(a16)],
+                     lambda i: w2p_g.at[parity, i, _block(b16)], a, b, tb=True)
         dh2 = product(a, b, tb=True)
         wait(MB_Z)
         return jnp.where(_load(stage, wgmma_layout) > 0.0, dh2, 0.0)
@@ -469,16 +459,11 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
     @pl.when(jnp.logical_not(low))
     def _():
-      def phase_g_dh1(a, b):
+      def phase_g_dh1(a, b):  # (``early``: W1's parts were written before the last step's G)
         k = pl.ds(pl.multiple_of(quarter * WIDE, WIDE), WIDE)
-        dz2_src = lambda i: dz2_g.at[i, _block(a16), k]
-        w1_src = lambda i: w1p_g.at[parity, i, _block(n_mid), k]
-        if early:  # W1's parts were written before the last step's barrier G
-          fetch_b(w1_src, b, tb=True)
-          meet(k0 + 5, "barrier_f")
-          fetch_a(dz2_src, a)
-        else:
-          fetch_operands(dz2_src, w1_src, a, b, tb=True)
+        fetch_across((lambda: meet(k0 + 5, "barrier_f")) if early else None,
+                     lambda i: dz2_g.at[i, _block(a16), k],
+                     lambda i: w1p_g.at[parity, i, _block(n_mid), k], a, b, tb=True)
         _store(stage, product(a, b, tb=True))
         send([(stage, p1_g.at[quarter, _block(a16), _block(n_mid)])])
       with jax.named_scope("g_dh1"):
