@@ -31,18 +31,16 @@ SHORT = 100
 
 def problem(steps: int, seed: int = 0):
   """Random pixels and labels as the kernel takes them, and a network of 784-256-10."""
+  import jax
   import jax.numpy as jnp
+  from jaxshallow import mlp
   from pallas_kernels.fused import cluster_mlp_mgpu as k
   rng = np.random.default_rng(seed)
   n = steps * k.BATCH
   x = jnp.asarray(rng.integers(0, 256, (n, k.INPUTS), dtype=np.uint8))
   labels = jnp.asarray(rng.integers(0, k.CLASSES, n))
   xs, onehot = k.batches(x, labels, jnp.arange(n), steps)
-  params = [{"w": jnp.asarray(rng.normal(0, 0.05, (k.INPUTS, k.HIDDEN)), jnp.float32),
-             "b": jnp.zeros(k.HIDDEN, jnp.float32)},
-            {"w": jnp.asarray(rng.normal(0, 0.05, (k.HIDDEN, k.CLASSES)), jnp.float32),
-             "b": jnp.zeros(k.CLASSES, jnp.float32)}]
-  return params, xs, onehot
+  return mlp.init_mlp(jax.random.key(seed), (k.INPUTS, k.HIDDEN, k.CLASSES)), xs, onehot
 
 
 def main(argv):
