@@ -565,7 +565,8 @@ def out_dir() -> pathlib.Path:
 
 
 def merge_grids(files) -> None:
-  """One GRID.md, grid.json and grid.png in --out_dir from several runs' grid.json."""
+  """One GRID.md, grid.json and grid.png in --out_dir from several runs' grid.json, the rows in
+  the grid's order."""
   import json
   cli.writable(out_dir() / "grid.json", "--out_dir")
   runs = []
@@ -581,6 +582,9 @@ def merge_grids(files) -> None:
   if len({(r["meta"]["device"], r["meta"]["jax"]) for r in runs}) > 1:
     raise config.ConfigError("the runs to merge come from different devices or jax versions")
   results, notes = results_and_notes(runs)
+  order = [p.name for p in grid.points([])]  # The grid's order; stable: a point's runs in turn
+  results.sort(key=lambda row: order.index(row["variant"]) if row["variant"] in order
+               else len(order))
   rows = write_grid(results, info, out_dir(),
                     notes + [f"merged from {len(runs)} runs of one process a point, one device"])
   print(grid_summary(rows))

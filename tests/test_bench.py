@@ -216,3 +216,22 @@ def test_short_trainings_repeat_until_timed_long_enough(monkeypatch):
   assert bench.measure(bench.Case("grid", "regression", "xla", "small", cfg, 3))["repeats"] == 3
   # An odd count, so that the median is a run.
   assert bench.measure(bench.Case("grid", "regression", "xla", "small", cfg, 4))["repeats"] == 5
+
+
+def test_grid_merge_writes_rows_in_the_grids_order(tmp_path):
+  """--grid --merge of an H100 run's four quarters, given last first: one table of all 32 points
+  in benchmarks.grid's order, the numbers as the runs wrote them."""
+  from benchmarks import grid
+  run = ROOT / "docs" / "bench" / "2026-12-07h_h100"
+  quarters = [run / f"grid_{q}" / "grid.json" for q in (4, 3, 2, 1)]
+  p = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--grid", "--plots=false",
+                      f"--merge={','.join(map(str, quarters))}", f"--out_dir={tmp_path}"],
+                     cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0, p.stderr[-2000:]
+  merged = json.loads((tmp_path / "grid.json").read_text())
+  points = list(dict.fromkeys(r["variant"] for r in merged["results"]))  # (xla's and pallas')
+  assert points == [r["point"] for r in merged["rows"]] == [point.name for point in grid.GRID]
+  speedups = {r["point"]: r["speedup"] for q in quarters
+              for r in json.loads(q.read_text())["rows"]}
+  assert {r["point"]: r["speedup"] for r in merged["rows"]} == speedups
+  assert "| regression hidden 256-1024-256 | 100 |" in (tmp_path / "GRID.md").read_text()
