@@ -84,7 +84,7 @@ def _epoch(params, opt_state, images, labels, orders, lrs, *, optimizer: str, mo
   own step kernels under ``vmap``; ``"cluster"``: a cluster kernel a member (Hopper, the
   reference MLP, or a CTA a member for softmax regression, which gathers each order's batches
   once; uint8 images); ``"stream"``: the reference MLP's members with their weights streamed
-  from global memory every step (Hopper, jax 0.11: ``stream_population_mgpu.CHECKED``);
+  from global memory every step (Hopper, jax 0.11 and 0.12: ``stream_population_mgpu.CHECKED``);
   ``"xla"``: the xla impl's ops whatever ``impl`` says."""
   members, sets = lrs.shape[0], orders.shape[0]
   if members % sets:

@@ -5,7 +5,7 @@ barrier it waits for (``early_weights``; off by default, not yet run on a GPU) a
 default, alternating in one process: the same bits after 20 steps and after 220 (the arithmetic
 is the same), then us a step (median of rounds).
 
-  PYTHONPATH=. python docs/bench/next/tile_early.py [rounds]
+  PYTHONPATH=. python docs/bench/2026-12-07h_h100/tile_early.py [rounds]
 """
 import statistics
 import sys

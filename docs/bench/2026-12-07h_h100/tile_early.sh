@@ -6,7 +6,7 @@
 # checked) and re-run the grid's point. Checkout root, no data; about 3 minutes (jax 0.11.2).
 set -u
 export PYTHONPATH=.
-timeout 200 python3 -u docs/bench/next/tile_early.py 2>&1 | grep -v -i warn \
+timeout 200 python3 -u docs/bench/2026-12-07h_h100/tile_early.py 2>&1 | grep -v -i warn \
   | tee $OUT/tile_early.txt
 timeout 150 python3 docs/bench/next/with_constants.py \
   pallas_kernels.fused.tile_regression_mgpu.EARLY_WEIGHTS experiments.check_kernels \

@@ -3,7 +3,7 @@
 # the default paths, on the H100 with the device's jax 0.11.2, in four calls (one machine, back
 # to back; a quarter of the grid each, about 4-5 minutes by the current grid's compile and
 # train times). From the checkout root of a commit with no local changes, MNIST carried:
-#   carry [".data"]; command: bash docs/bench/next/full_grid.sh 1   (then 2, 3, 4)
+#   carry [".data"]; command: bash docs/bench/2026-12-07h_h100/full_grid.sh 1   (then 2, 3, 4)
 # Then here: python -m benchmarks.bench --grid --merge=<the four grid.json> --out_dir=<a dated
 # folder>, and that folder's GRID.md replaces docs/bench/current's if the run is whole.
 set -u
