@@ -43,13 +43,11 @@ def test_kernel_lowers(name, steps):
 
 @pytest.mark.parametrize("name, option", [("grid_regression", "quarter_barriers"),
                                           ("grid_regression", "fresh_descriptors"),
-                                          ("tile_regression", "fresh_descriptors"),
-                                          ("tile_regression", "early_weights")])
+                                          ("tile_regression", "fresh_descriptors")])
 def test_options_lower(name, option):
   """The kernels' options (``QUARTER_BARRIERS``: barriers 1 and 2 by row quarter;
   ``FRESH_DESCRIPTORS``: each product's operand descriptors computed where it runs; both on by
-  default since the H100 run of 2026-12-07; ``EARLY_WEIGHTS``: the weight operands fetched
-  before the barriers, off until run on a GPU) lower for Hopper both on and off, and differ."""
+  default since the H100 run of 2026-12-07) lower for Hopper both on and off, and differ."""
   kernel, widths = KERNELS[name]
   if common.jax_version() < LOWERS_FROM[name]:
     pytest.skip("jax 0.10's Mosaic GPU lowers no concatenate in Lane semantics: not taken")

@@ -86,8 +86,7 @@ MBARRIERS = 25
 PHASES = ("b", "barrier_b", "c", "barrier_c", "d", "barrier_d", "e", "barrier_e", "f_dh2",
           "f_dw2", "f_w3", "barrier_f", "g_dw1", "g_dh1", "barrier_g", "h", "barrier_h", "i",
           "barrier_i")  # For the profiler
-# Grid barriers: one before the first step, one after its A, eight a step (``EARLY_WEIGHTS``:
-# the one after A opens the first step, and each step's last opens the next).
+# Grid barriers: one before the first step, one after its A, eight a step.
 BARRIERS_PER_STEP = 8
 # The products of parts a product sums (the three dropped would cost a third of the tensor
 # cores' time, which bounds this kernel's phases).
@@ -99,13 +98,6 @@ PAIRS = common.SPLIT3_PAIRS
 # against 76.0 (H100, jax 0.11.2, 2026-12-07: docs/bench/2026-12-07b_h100). On by default with
 # the jax versions it was checked with on a GPU (``descriptors.CHECKED``).
 FRESH_DESCRIPTORS = descriptors.checked()
-# Each product phase fetches what was written a phase or more before (B, C, F's dh2 and G's dh1
-# their weight operand's parts, F's dh2 z2 too; F's dW2 and G's dW1 their weight tile and h2 or
-# h1) before the grid barrier it waits for, not after it with the other operand: the step
-# without products is not bound by L2's rate (its bytes alone 6.5 us of 37.5, 2026-12-07g) but,
-# by elimination, by its phases' latencies. The same arithmetic; off until checked and timed on a
-# GPU (the barrier before B then opens each step, instead of closing the one before).
-EARLY_WEIGHTS = False
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -124,7 +116,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
             w0_m, w1_m, w2_m, w3_out, out_out,  # outputs: the weights (their float32), outputs
             w1p_g, w2p_g, h1_g, z1_g, h2_g, z2_g, p3_g, po_g, dz3_g, dw3_g, dz2_g, p1_g, dw0_g,
             stage, vec, y, po_in, dw3_in, w3_s, c_s, mb, *zero_s, steps: int, lr: float,
-            products: int, parts: int, first_only: bool, early: bool):
+            products: int, parts: int, first_only: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   swizzled = _swizzled()
@@ -176,34 +168,12 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     k = pl.ds(h * HALF, HALF)
     return src.at[k] if tall else src.at[:, k]
 
-  def fetch_b(b_src, b, tb=False):  # B's parts alone (``early``: before the barrier)
-    for h in range(len(b)):
-      for i in range(parts):
-        fetch(half(b_src(i), h, not tb), b[h][i], MB_B + 3 * h + i)
-
-  def fetch_a(a_src, a, ta=False):  # A's parts alone (``early``: after the barrier)
-    for h in range(len(a)):
-      for i in range(parts):
-        fetch(half(a_src(i), h, ta), a[h][i], MB_A + 3 * h + i)
-
   def fetch_operands(a_src, b_src, a, b, ta=False, tb=False):  # a_src(i): A's part i in
     # global memory; A is tall where transposed, B where not (``parts`` of the three: a probe's)
     for h in range(len(a)):
       for i in range(parts):
         fetch(half(a_src(i), h, ta), a[h][i], MB_A + 3 * h + i)
         fetch(half(b_src(i), h, not tb), b[h][i], MB_B + 3 * h + i)
-
-  def fetch_across(barrier, a_src, b_src, a, b, ta=False, tb=False, ready="b"):  # Both
-    # operands; or (``early``) the ``ready`` one, written before a barrier already passed, then
-    # ``barrier()``, then the other
-    if barrier is None:
-      return fetch_operands(a_src, b_src, a, b, ta, tb)
-    fetches = [lambda: fetch_a(a_src, a, ta), lambda: fetch_b(b_src, b, tb)]
-    if ready == "b":
-      fetches.reverse()
-    fetches[0]()
-    barrier()
-    fetches[1]()
 
   def product(a, b, *, ta=False, tb=False, fetched=True):
     # a b (a and b transposed where ta, tb; a[h], b[h] halves of K) as the sum of the
@@ -249,14 +219,13 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       grid_barrier.barrier(counter.at[0], k * CTAS)
       grid_barrier.fence_for_copies()
 
-  def update_tile(master_of, parts_g, a_src, b_src, barrier=None):  # The weight tile at
-    # ``master_of()`` (float32, global) less lr times its gradient a^T b (a_src, b_src: the
-    # operands' parts, K the batch), written back with its parts (to parts_g(i)); in (256, 64)
-    # buffers. ``barrier`` (``early``): the tile and A fetched before it, B after it.
+  def update_tile(master_of, parts_g, a_src, b_src):  # The weight tile at ``master_of()``
+    # (float32, global) less lr times its gradient a^T b (a_src, b_src: the operands' parts, K
+    # the batch), written back with its parts (to parts_g(i)); in (256, 64) buffers
     def run(a, b):
       master = master_of()
       fetch(master, stage, MB_MASTER)
-      fetch_across(barrier, a_src, b_src, a, b, ta=True, ready="a")
+      fetch_operands(a_src, b_src, a, b, ta=True)
       grad = product(a, b, ta=True)
       wait(MB_MASTER)
       w = _load(stage, wgmma_layout) - lr * grad
@@ -318,8 +287,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       wait(MB_MASTER)
       phase_a(_load(stage, wgmma_layout), x, w, h, r1, n1)
     pl.run_scoped(run, small_refs(), small_refs(), small_refs())
-  if not early:  # (``early``: the step's loop opens with this barrier)
-    meet(2, "start")
+  meet(2, "start")
 
   def step(s, carry):
     c, low, first, a16, b16, r1, n1, quarter, n_mid, r8, n8, eighth = tiles(c_s[0])
@@ -333,10 +301,9 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
     # out.
     @pl.when(low)
     def _():
-      def phase_b(a, b):  # (``early``: W1's parts were written before the last step's G)
-        fetch_across((lambda: meet(k0, "barrier_i")) if early else None,
-                     lambda i: h1_g.at[i, _block(a16)],
-                     lambda i: w1p_g.at[parity, i, wide, _block(b16)], a, b)
+      def phase_b(a, b):
+        fetch_operands(lambda i: h1_g.at[i, _block(a16)],
+                       lambda i: w1p_g.at[parity, i, wide, _block(b16)], a, b)
         z2 = product(a, b)
         _store(stage, z2)
         send([(stage, z2_g.at[_block(a16), _block(b16)])]
@@ -344,20 +311,14 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
                          lambda i: h2_g.at[i, _block(a16), _block(b16)]))
       with jax.named_scope("b"):
         pl.run_scoped(phase_b, *buffers(False, True))
-    if early:
-      @pl.when(jnp.logical_not(low))
-      def _():
-        meet(k0, "barrier_i")
-    else:
-      meet(k0 + 1, "barrier_b")
+    meet(k0 + 1, "barrier_b")
 
     # C: the partial z3[r, n3] over K eighth e: h2[r, e] W2[e, n3] (all 128 CTAs).
-    def phase_c(a, b):  # (``early``: W2's parts were written before the last step's F)
+    def phase_c(a, b):
       with jax.named_scope("c"):
         k = pl.ds(pl.multiple_of(eighth * HALF, HALF), HALF)
-        fetch_across((lambda: meet(k0 + 1, "barrier_b")) if early else None,
-                     lambda i: h2_g.at[i, _block(r8), k],
-                     lambda i: w2p_g.at[parity, i, k, _block(n8)], a, b)
+        fetch_operands(lambda i: h2_g.at[i, _block(r8), k],
+                       lambda i: w2p_g.at[parity, i, k, _block(n8)], a, b)
         _store(stage, product(a, b))
         send([(stage, p3_g.at[eighth, _block(r8), _block(n8)])])
     pl.run_scoped(phase_c, *buffers(False, True, halves=1))
@@ -404,22 +365,19 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
           send([(vec, out_out.at[s, r1])])
       with jax.named_scope("e"):
         pl.run_scoped(run, [plgpu.SMEM((T, T), bf16, transforms=swizzled)] * 3)
-    def after_e():  # Barrier E, then the dw3 partials (for w3, at F's end)
-      meet(k0 + 4, "barrier_e")
-      fetch(dw3_g.at[:, _block(n1)], dw3_in, MB_DW3)
-    if not early:
-      after_e()
+    meet(k0 + 4, "barrier_e")
 
     # F: the low set: dh2[r, n2] = dz3[r, :] W2[n2, :]^T, dz2 = [z2 > 0] dh2 (r = a16,
     # n2 = b16), its parts out; the other: W2[n2, n3]'s tile (n3 = a16) updated from its
     # gradient h2[:, n2]^T dz3[:, n3], its parts out; every CTA: w3.
+    fetch(dw3_g.at[:, _block(n1)], dw3_in, MB_DW3)  # (for w3, at F's end)
+
     @pl.when(low)
     def _():
-      def phase_f_dh2(a, b):  # (``early``: W2's parts were written before the last step's F,
-        # z2 before this step's barrier B)
+      def phase_f_dh2(a, b):
         fetch(z2_g.at[_block(a16), _block(b16)], stage, MB_Z)
-        fetch_across(after_e if early else None, lambda i: dz3_g.at[i, _block(a16)],
-                     lambda i: w2p_g.at[parity, i, _block(b16)], a, b, tb=True)
+        fetch_operands(lambda i: dz3_g.at[i, _block(a16)],
+                       lambda i: w2p_g.at[parity, i, _block(b16)], a, b, tb=True)
         dh2 = product(a, b, tb=True)
         wait(MB_Z)
         return jnp.where(_load(stage, wgmma_layout) > 0.0, dh2, 0.0)
@@ -432,38 +390,35 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
 
     @pl.when(jnp.logical_not(low))
     def _():
-      with jax.named_scope("f_dw2"):  # (``early``: W2's tile and h2, written by B, first)
+      with jax.named_scope("f_dw2"):
         update_tile(lambda: w2_m.at[_block(b16), _block(a16)],
                     lambda i: w2p_g.at[1 - parity, i, _block(b16), _block(a16)],
                     lambda i: h2_g.at[i, wide, _block(b16)],
-                    lambda i: dz3_g.at[i, wide, _block(a16)], after_e if early else None)
+                    lambda i: dz3_g.at[i, wide, _block(a16)])
     with jax.named_scope("f_w3"):
       wait(MB_DW3)
       dw3 = _load(dw3_in.at[0], by_col)
       for q in range(1, 4):  # r order
         dw3 = dw3 + _load(dw3_in.at[q], by_col)
       w3_s.at[1 - parity][...] = w3() - lr * dw3
-    if not early:
-      meet(k0 + 5, "barrier_f")
+    meet(k0 + 5, "barrier_f")
 
     # G: the low set: W1[n1, n2]'s tile (n1 = a16, n2 = b16) updated from h1[:, n1]^T
     # dz2[:, n2]; the other: the partial dh1[r, n1] over K quarter q, dz2[r, q] W1[n1, q]^T.
     @pl.when(low)
     def _():
-      with jax.named_scope("g_dw1"):  # (``early``: W1's tile and h1, written by A, first)
+      with jax.named_scope("g_dw1"):
         update_tile(lambda: w1_m.at[_block(a16), _block(b16)],
                     lambda i: w1p_g.at[1 - parity, i, _block(a16), _block(b16)],
                     lambda i: h1_g.at[i, wide, _block(a16)],
-                    lambda i: dz2_g.at[i, wide, _block(b16)],
-                    (lambda: meet(k0 + 5, "barrier_f")) if early else None)
+                    lambda i: dz2_g.at[i, wide, _block(b16)])
 
     @pl.when(jnp.logical_not(low))
     def _():
-      def phase_g_dh1(a, b):  # (``early``: W1's parts were written before the last step's G)
+      def phase_g_dh1(a, b):
         k = pl.ds(pl.multiple_of(quarter * WIDE, WIDE), WIDE)
-        fetch_across((lambda: meet(k0 + 5, "barrier_f")) if early else None,
-                     lambda i: dz2_g.at[i, _block(a16), k],
-                     lambda i: w1p_g.at[parity, i, _block(n_mid), k], a, b, tb=True)
+        fetch_operands(lambda i: dz2_g.at[i, _block(a16), k],
+                       lambda i: w1p_g.at[parity, i, _block(n_mid), k], a, b, tb=True)
         _store(stage, product(a, b, tb=True))
         send([(stage, p1_g.at[quarter, _block(a16), _block(n_mid)])])
       with jax.named_scope("g_dh1"):
@@ -527,8 +482,7 @@ def _kernel(w0_in, w1_in, w2_in, w3_in, xp_in, y_in,  # inputs (global memory)
       with jax.named_scope("i"):
         pl.run_scoped(run, plgpu.SMEM((4, T, T), f32), small_refs(), small_refs(),
                       small_refs())
-    if not early:  # (``early``: the next step opens with it)
-      meet(k0 + 8, "barrier_i")
+    meet(k0 + 8, "barrier_i")
     return carry
 
   lax.fori_loop(0, steps, step, 0)
@@ -547,7 +501,7 @@ def _swizzled():
 
 @functools.lru_cache(maxsize=None)
 def _call(steps: int, lr: float, profile_dir: str | None = None, products: int = len(PAIRS),
-          parts: int = 3, first_only: bool = False, fresh: bool = False, early: bool = False):
+          parts: int = 3, first_only: bool = False, fresh: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   shape = jax.ShapeDtypeStruct
@@ -557,7 +511,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
     params.update(profile_space=3 * len(PHASES) * steps, profile_dir=profile_dir)
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, lr=lr, products=products, parts=parts,
-                        first_only=first_only, early=early),
+                        first_only=first_only),
       out_type=(shape((4, T, h1), f32), shape((h1, h2), f32), shape((h2, h3), f32),
                 shape((4, T), f32), shape((steps, 4, T), f32),
                 # The exchanges, read back and dropped: W1's and W2's parts by parity; h1's
@@ -587,7 +541,7 @@ def _call(steps: int, lr: float, profile_dir: str | None = None, products: int =
 
 def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = None,
                 products: int = len(PAIRS), parts: int = 3, first_only: bool = False,
-                fresh_descriptors: bool | None = None, early_weights: bool | None = None):
+                fresh_descriptors: bool | None = None):
   """``steps`` SGD steps in one launch: w0 (32, 256), w1 (256, 1024), w2 (1024, 256), w3 (256,),
   xs (steps, 256, 32), ys (steps, 256) float32. Returns (w0, w1, w2, w3, losses), losses
   (steps,) each step's mean squared error before its update. Hopper only; ``profile_dir`` adds
@@ -597,8 +551,7 @@ def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = Non
   A and H) on the operands' first parts, and ``parts`` 1 (with it) fetches only those from
   global memory (wrong numbers: what the fetches and the distinct parts cost);
   ``fresh_descriptors`` (default ``FRESH_DESCRIPTORS``) computes each product's operand
-  descriptors where it runs; ``early_weights`` (default ``EARLY_WEIGHTS``) fetches the weight
-  operands before the barriers."""
+  descriptors where it runs."""
   if parts not in (1, 3) or (parts == 1 and not first_only):
     raise ValueError(f"parts: 3, or 1 with first_only for a probe; not parts={parts} with "
                      f"first_only={first_only}")
@@ -607,10 +560,9 @@ def train_steps(w0, w1, w2, w3, xs, ys, lr: float, profile_dir: str | None = Non
   xp = jnp.stack(split3(jnp.pad(xs, ((0, 0), (0, 0), (0, T - INPUTS)))), axis=1)
   w0p = jnp.pad(w0, ((0, T - INPUTS), (0, 0)))
   fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
-  early = EARLY_WEIGHTS if early_weights is None else early_weights
   w0m, w1, w2, w3, outs, *_ = _call(steps, float(lr), profile_dir, products, parts, first_only,
-                                    fresh, early)(w0p, w1, w2, w3.reshape(4, T), xp,
-                                                  ys.reshape(steps, 4, T))
+                                    fresh)(w0p, w1, w2, w3.reshape(4, T), xp,
+                                           ys.reshape(steps, 4, T))
   sq = jnp.square(outs.reshape(steps, BATCH) - ys)
   return w0m[0, :INPUTS], w1, w2, w3.reshape(-1), jax.vmap(common.fixed_order_mean)(sq)
 
