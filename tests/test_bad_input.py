@@ -68,6 +68,7 @@ CASES = [
     ("benchmarks.end_to_end", ["--extra=--impl=numpy"], "--extra --impl=numpy: end_to_end sets"),
     ("benchmarks.end_to_end", ["--epochs=0"], "--epochs must be at least 1"),
     ("benchmarks.end_to_end", ["--warm_runs=0"], "--warm_runs must be at least 1"),
+    ("benchmarks.end_to_end", ["--rounds=0"], "--rounds must be at least 1"),
     # contradicting pairs, and settings that do not apply
     (M, ["--model=cnn", "--hidden=512"], "--hidden applies to the mlp and the regression net"),
     (M, ["--model=logreg", "--hidden=64"], "--hidden applies to the mlp and the regression net"),
