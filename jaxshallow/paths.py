@@ -61,7 +61,8 @@ def default_fusion(model: str) -> str:
 OPS_FASTER_ABOVE = 3.5e5
 # Where the breadth grid (benchmarks.grid, --alternatives) measured another path faster than
 # the rule above: (widths, batch size, optimizer, precision) -> fusion; "xla" where every Pallas
-# path trained slower than xla (docs/bench/current); "mosaic": the epoch path where a Mosaic GPU
+# path trained slower than xla (the figures below; the grid runs in docs/bench/ and git history
+# of docs/bench/current); "mosaic": the epoch path where a Mosaic GPU
 # epoch kernel (``backends.MOSAIC_EPOCH_KERNELS``) takes the network (Hopper), else xla.
 MEASURED = {
     # Over the work rule's limit: 784-1024-10 the cluster kernel on Hopper (3.96x), else the grid
@@ -110,7 +111,7 @@ def single(cfg) -> Path:
   if measured == "mosaic":  # The epoch path where a Mosaic GPU kernel takes it, else xla
     measured = "epoch" if _epoch_kernel_of(cfg) in backends.MOSAIC_EPOCH_KERNELS else "xla"
   if cfg.fusion is None and measured == "xla" and cfg.blocks is None:
-    why = "every Pallas path trained this network slower than xla (docs/bench/current)"
+    why = "every Pallas path trained this network slower than xla (jaxshallow.paths.MEASURED)"
     log.warning("training with XLA's own fusions (--fusion=xla): %s; --fusion=ops or epoch "
                 "to use the Pallas kernels anyway", why)
     return Path("xla", why)
@@ -122,7 +123,7 @@ def single(cfg) -> Path:
                 wanted, why)
     return Path("ops", f"the {wanted} kernels cannot train this: {why}")
   if cfg.fusion is None and measured:
-    return Path(measured, "measured faster on this network (docs/bench/current)")
+    return Path(measured, "measured faster on this network (jaxshallow.paths.MEASURED)")
   if cfg.fusion is None and wanted == "epoch" and _epoch_kernel_of(cfg) == "grid":
     work = fused_epoch.work_per_program(widths(cfg), cfg.batch_size)
     if work > OPS_FASTER_ABOVE:

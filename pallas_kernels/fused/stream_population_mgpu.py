@@ -7,7 +7,8 @@ draws); a step takes 65.0 us at 64 members (XLA 182.1) and 58.2 at 8 (XLA 55.0);
 epoch at 64 members 66.4 ms against a cluster a member's 71.5 (``cluster_mlp_mgpu``) and xla's
 148.3, at 128 members 131.5 against 142.0 and 259.4, at 32 61.6 against 37.6: the path
 (``jaxshallow.paths.population``) for 64, 128, 256 or 512 members a GPU on H200s and the H100
-with jax 0.11, where it was measured (docs/design/populations.md; on the H100 1-2 % ahead).
+with jax 0.11 and 0.12, where it was measured (docs/design/populations.md; on the H100 1-2 %
+ahead; with jax 0.12.1 on the H100 only, 2026-12-07h).
 
 Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each member's W0 in
 shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64

@@ -1,7 +1,8 @@
 """The tile regression kernel (``tile_regression_mgpu``, 32-256-1024-256-1) with what each
 product phase reads that was written a phase or more before (the weight operands of B, C, F's dh2
 and G's dh1; the weight tile and activations of F's dW2 and G's dW1) fetched before the grid
-barrier it waits for (``early_weights``; off by default, not yet run on a GPU) against the
+barrier it waits for (``early_weights``; ran on the H100 on 2026-12-07h: no gain, so the form
+left the kernel: apply early_weights.patch, beside this script, before running it) against the
 default, alternating in one process: the same bits after 20 steps and after 220 (the arithmetic
 is the same), then us a step (median of rounds).
 
