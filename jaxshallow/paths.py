@@ -61,9 +61,8 @@ def default_fusion(model: str) -> str:
 OPS_FASTER_ABOVE = 3.5e5
 # Where the breadth grid (benchmarks.grid, --alternatives) measured another path faster than
 # the rule above: (widths, batch size, optimizer, precision) -> fusion; "xla" where every Pallas
-# path trained slower than xla (the figures below; the grid runs in docs/bench/ and git history
-# of docs/bench/current); "mosaic": the epoch path where a Mosaic GPU
-# epoch kernel (``backends.MOSAIC_EPOCH_KERNELS``) takes the network (Hopper), else xla.
+# path trained slower than xla (figures below; runs in docs/bench/); "mosaic": the epoch path
+# where a Mosaic GPU epoch kernel (``backends.MOSAIC_EPOCH_KERNELS``) takes it (Hopper), else xla.
 MEASURED = {
     # Over the work rule's limit: 784-1024-10 the cluster kernel on Hopper (3.96x), else the grid
     # kernel, 1.55x (H100); 784-256-1024-256-10 the tile kernel on Hopper, else the grid kernel.
