@@ -235,3 +235,30 @@ def test_grid_merge_writes_rows_in_the_grids_order(tmp_path):
               for r in json.loads(q.read_text())["rows"]}
   assert {r["point"]: r["speedup"] for r in merged["rows"]} == speedups
   assert "| regression hidden 256-1024-256 | 100 |" in (tmp_path / "GRID.md").read_text()
+
+
+def test_grid_merge_keeps_a_points_later_run_and_unknown_points_last(tmp_path):
+  """A point in two runs keeps the later run's numbers (given last); a point the grid does not
+  name (an older grid's) comes after the grid's points."""
+  run = ROOT / "docs" / "bench" / "2026-12-07h_h100"
+  first = json.loads((run / "grid_1" / "grid.json").read_text())
+  later = json.loads(json.dumps(first))  # One point again, its pallas run twice as slow
+  later["results"] = [dict(r, train_time_s=r["train_time_s"] * (2 if r["impl"] == "pallas"
+                                                                else 1))
+                      for r in later["results"] if r["variant"] == "mlp batch 128"]
+  assert len(later["results"]) == 2
+  old = json.loads(json.dumps(first))
+  old["results"] = [dict(r, variant="mlp hidden 96") for r in first["results"][:2]]
+  files = []
+  for name, run_json in (("first", first), ("old", old), ("later", later)):
+    (tmp_path / f"{name}.json").write_text(json.dumps(run_json))
+    files.append(str(tmp_path / f"{name}.json"))
+  p = subprocess.run([sys.executable, "-m", "benchmarks.bench", "--grid", "--plots=false",
+                      f"--merge={','.join(files)}", f"--out_dir={tmp_path / 'out'}"],
+                     cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0, p.stderr[-2000:]
+  rows = {r["point"]: r for r in json.loads((tmp_path / "out" / "grid.json").read_text())["rows"]}
+  assert list(rows)[-1] == "mlp hidden 96"
+  before = {r["point"]: r for r in first["rows"]}["mlp batch 128"]["speedup"]
+  assert abs(rows["mlp batch 128"]["speedup"] - before / 2) < 0.02 * before
+
