@@ -582,12 +582,17 @@ def merge_grids(files) -> None:
   if len({(r["meta"]["device"], r["meta"]["jax"]) for r in runs}) > 1:
     raise config.ConfigError("the runs to merge come from different devices or jax versions")
   results, notes = results_and_notes(runs)
-  order = [p.name for p in grid.points([])]  # The grid's order; stable: a point's runs in turn
-  results.sort(key=lambda row: order.index(row["variant"]) if row["variant"] in order
-               else len(order))
-  rows = write_grid(results, info, out_dir(),
+  rows = write_grid(in_grid_order(results), info, out_dir(),
                     notes + [f"merged from {len(runs)} runs of one process a point, one device"])
   print(grid_summary(rows))
+
+
+def in_grid_order(results) -> list:
+  """Grid results in benchmarks.grid's order of points (a stable sort: a point's runs keep their
+  order, the later last); points the grid does not name (an older grid's) after them."""
+  order = [p.name for p in grid.GRID]
+  return sorted(results, key=lambda row: order.index(row["variant"]) if row["variant"] in order
+                else len(order))
 
 
 def results_and_notes(runs) -> tuple[list, list]:
@@ -621,7 +626,7 @@ def grid_in_jobs(jobs: int) -> None:
             if (f := folder / "grid.json").exists()]
   if runs:
     results, notes = results_and_notes(runs)
-    results.sort(key=lambda row: names.index(row["variant"]))  # Stable: each point's order.
+    results = in_grid_order(results)
     notes.append(f"{len(parts)} processes at once (--jobs): the times are not measurements")
     info = dict(runs[0]["meta"], command=" ".join(["python -m benchmarks.bench", *sys.argv[1:]]))
     rows = write_grid(results, info, out_dir(), notes)

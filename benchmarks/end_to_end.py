@@ -14,8 +14,9 @@ set runs N times, the impls' order reversed every other round (so that neither a
 first, on a host whose file caches the first warms), each round with new empty caches; a row
 shows the round of its median cold wall and the run of its median warm wall, and a line a
 workload says in how many rounds each impl was at or ahead of the other, cold and warm (one
-cold run a row cannot order walls this close: they moved by 1-4 s between rounds on one H100,
-docs/design/time_to_result.md). Writes END_TO_END.md and end_to_end.json to ``--out_dir``.
+cold run a row cannot order walls this close: one row's cold walls moved by 1.0-5.4 s between
+rounds on one H100, docs/design/time_to_result.md). Writes END_TO_END.md and end_to_end.json
+to ``--out_dir``.
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ def main(argv):
   rows = measure_rounds(_WORKLOADS.value, _IMPLS.value, extra, _WARM_RUNS.value, _ROUNDS.value,
                         report=lambda line: print(line, flush=True))
   first = rows[0]["cold"] if rows else {}
+  lines = ahead(rows)
   n = _ROUNDS.value
   rounds = (f"{n} rounds, the impls' order reversed every other round, each anew: a "
             f"row's cold wall is the median of its rounds', its warm wall the median of its "
@@ -151,10 +153,10 @@ def main(argv):
           f"\n\nWall: the whole process of `python -m experiments.mnist --model=W --impl=I`, "
           f"with an empty compilation cache of its own: {rounds} (all of them in "
           f"end_to_end.json). Compile and train: as the script reported them.\n\n{table(rows)}\n"
-          + "".join(f"\n{line}" for line in ahead(rows)) + ("\n" if ahead(rows) else ""))
+          + "".join(f"\n{line}" for line in lines) + ("\n" if lines else ""))
   runner.write_json({"rows": rows}, out_dir / "end_to_end.json")
   files.write_atomically(out_dir / "END_TO_END.md", text)
-  print("\n".join([table(rows), *ahead(rows)]))
+  print("\n".join([table(rows), *lines]))
 
 
 if __name__ == "__main__":  # The flags only here: benchmarks.bench imports this module.
