@@ -51,6 +51,8 @@ flags.DEFINE_enum("work", "all", ["all", "tensor", "threads"],
 flags.DEFINE_enum("x", "held", ["held", "shared", "own"],
                   "x's tiles: held in shared memory (stand-ins), or fetched each tile (this "
                   "step's and the last's) from one batch for all CTAs or a batch a CTA.")
+flags.DEFINE_bool("reverse", False, "Odd steps walk the tiles last to first (--form=plain): "
+                  "the tiles written last are read first, while still in L2.")
 flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
 flags.DEFINE_bool("profile", False, "Time each scope of a tile with Mosaic GPU's profiler "
                   "instead (3 steps, the first of --ctas).")
@@ -67,6 +69,8 @@ def main(argv):
     raise ConfigError(f"--cols must be 64 or 128, got {FLAGS.cols}")
   if FLAGS.warpgroups not in (1, 2):
     raise ConfigError(f"--warpgroups must be 1 or 2, got {FLAGS.warpgroups}")
+  if FLAGS.form == "registers" and FLAGS.reverse:
+    raise ConfigError("--reverse is a --form=plain flag")
   if FLAGS.form == "registers" and (not FLAGS.products or FLAGS.work != "all"):
     raise ConfigError("--form=registers times the whole work: --products and --work=all")
   cli.at_least("repeats", FLAGS.repeats, 1)
@@ -81,6 +85,8 @@ def main(argv):
   what += f"; x {FLAGS.x}" + (f"; {FLAGS.work}" if FLAGS.products else "")
   if FLAGS.form == "registers":
     what += f"; transposed, parts from registers, {FLAGS.warpgroups} warpgroup(s)"
+  if FLAGS.reverse:
+    what += "; odd steps last tile first"
   print(f"{d.device_kind}, jax {jax.__version__}: {rows} x {cols} float32 a CTA ({kb:.0f} KB "
         f"in and out a step), {what}")
   for ctas in ctas_list:
@@ -98,7 +104,8 @@ def launch(ctas: int, rows: int, cols: int, steps: int, profile_dir: str | None 
   """The flags' form of the kernel: (jitted launch, its argument)."""
   if FLAGS.form == "registers":
     return stream_registers(ctas, rows, FLAGS.warpgroups, steps, FLAGS.x, profile_dir)
-  return stream(ctas, rows, cols, steps, FLAGS.products, FLAGS.x, FLAGS.work, profile_dir)
+  return stream(ctas, rows, cols, steps, FLAGS.products, FLAGS.x, FLAGS.work, profile_dir,
+                FLAGS.reverse)
 
 
 def profile(ctas: int, rows: int, cols: int, trace_dir: str):

@@ -11,9 +11,10 @@ SCOPES = ("fetch", "wait_in", "gradient", "update", "parts", "forward", "send", 
 
 
 def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str = "held",
-           work: str = "all", profile_dir: str | None = None):
+           work: str = "all", profile_dir: str | None = None, reverse: bool = False):
   """A jitted launch of ``steps`` steps over each CTA's (rows, cols) block, and its argument
-  (x's batches); ``x`` as the flag; ``profile_dir`` adds Mosaic GPU's profiler (``SCOPES``)."""
+  (x's batches); ``x`` as the flag; ``profile_dir`` adds Mosaic GPU's profiler (``SCOPES``);
+  ``reverse``: odd steps walk the tiles last to first."""
   from jax.experimental import pallas as pl
   from jax.experimental.pallas import mosaic_gpu as plgpu
   from pallas_kernels.ops.dense_mgpu import load, split3_in_kernel, store
@@ -41,16 +42,19 @@ def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str =
       return pl.run_scoped(run, plgpu.ACC((T, cols), f32))
 
     def step(s, h):
+      def at(k):  # The walk's k-th tile: k, or on odd steps (``reverse``) the k-th from last
+        return k + lax.rem(s, 2) * (tiles - 1 - 2 * k) if reverse else k
+
       def run(acc):
         kept = h  # What the step computes, summed: nothing dropped
-        fetch(0, 0)
+        fetch(at(0), 0)
         for k in range(tiles):
           slot = k % 2
           with jax.named_scope("fetch"):
             if k + 1 < tiles:  # once tile k - 1's forward products and store read the slot
               plgpu.wgmma_wait(0)
               plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-              fetch(k + 1, 1 - slot)
+              fetch(at(k + 1), 1 - slot)
           with jax.named_scope("wait_in"):
             plgpu.barrier_wait(mb.at[slot])
             if x != "held":
@@ -74,7 +78,7 @@ def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str =
               for i in (2, 1, 0):
                 plgpu.wgmma(acc, xk[2 * slot + 1], parts[i])
           with jax.named_scope("send"):
-            plgpu.copy_smem_to_gmem(wbuf.at[slot], w_ref.at[c, pl.ds(k * T, T)])
+            plgpu.copy_smem_to_gmem(wbuf.at[slot], w_ref.at[c, pl.ds(at(k) * T, T)])
         with jax.named_scope("step_end"):
           plgpu.wgmma_wait(0)
           plgpu.wait_smem_to_gmem(0)  # Every tile back in global memory before the next step

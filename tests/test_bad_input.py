@@ -208,6 +208,7 @@ CASES = [
     ("probes.weight_stream", ["--cols=256"], "--cols must be 64 or 128"),
     ("probes.weight_stream", ["--form=registers", "--warpgroups=3"], "--warpgroups must be 1 or 2"),
     ("probes.weight_stream", ["--form=registers", "--work=tensor"], "--form=registers times"),
+    ("probes.weight_stream", ["--form=registers", "--reverse"], "--reverse is a --form=plain"),
     ("probes.same_module", ["--kernel=nope", "--save={out}/a"], "unknown"),
     ("probes.same_module", [], "give one of --save"),
     ("probes.same_module", ["--compare={out}/none.txt"], "no such file"),

@@ -19,6 +19,15 @@ def test_kernel_lowers(products, x, work):
   assert "mosaic_gpu" in text
 
 
+@pytest.mark.parametrize("products", [True, False])
+def test_reversed_walk_lowers(products):
+  """Odd steps walking the tiles last to first (``reverse``): another kernel, which lowers."""
+  texts = [weight_stream.stream(2, 192, 128, 3, products, "own", reverse=r)[0].trace(
+      weight_stream.stream(2, 192, 128, 3, products, "own")[1]).lower(
+          lowering_platforms=("cuda",)).as_text() for r in (False, True)]
+  assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
+
+
 @pytest.mark.parametrize("warpgroups,x", [(1, "held"), (2, "own"), (2, "shared")])
 def test_register_form_lowers(warpgroups, x):
   """W^T's tiles, the forward's parts from registers (the tensor cores' A operand)."""
