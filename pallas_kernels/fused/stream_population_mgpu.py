@@ -84,11 +84,6 @@ PAIRS = common.SPLIT3_PAIRS  # The partial logits' products of parts
 # docs/bench/2026-12-07f_h100). On by default with the jax versions it was checked with on a
 # GPU (``descriptors.CHECKED``).
 FRESH_DESCRIPTORS = descriptors.checked()
-# Odd steps walk W0^T's tiles last to first: the tiles a walk wrote last are the next walk's
-# first, still in L2 (64 members' W0 is 54 MB, about the L2's 50: a walk in one order evicts
-# every tile before the next walk reads it). The forward's sums then run in the other order
-# (other bits, as exact). Off until timed and checked on a GPU.
-REVERSE_ODD = False
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -116,7 +111,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, logits, metrics, mb, parts_in, peer_in,
             cluster_bar, *zero_s,  # scratch
-            steps: int, shared: bool, parts: str, reverse_odd: bool = False):
+            steps: int, shared: bool, parts: str):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
@@ -135,11 +130,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   def tile(ref, k):  # W0^T's tile k of this warpgroup's block
     return ref.at[m, h, g, :, pl.ds(k * T, T)]
 
-  def order(s, k):  # The walk's k-th tile: tile k, or on odd steps (``REVERSE_ODD``) 12 - k
-    return k + lax.rem(s, 2) * (TILES - 1 - 2 * k) if reverse_odd else k
-
   def fetch(s, k, slot):  # W0^T's tile k (the input's at step 0), x_{s-1}'s and x_s's
-    k = order(s, k)
     first = MB_TILE + 3 * slot
     pl.when(s == 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_in, k), wbuf.at[slot, g],
                                                     bar(first)))
@@ -205,7 +196,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       w = w - lr * (gradient(slot) * (1.0 / 255.0))
       _store(wbuf.at[slot, g], w)
       sync()  # The new tile visible to the copy (which runs beside the forward products)
-      plgpu.copy_smem_to_gmem(wbuf.at[slot, g], tile(w0t_out, order(s, k)))
+      plgpu.copy_smem_to_gmem(wbuf.at[slot, g], tile(w0t_out, k))
       return z + forward(w, slot)
 
     def pair(i, z):
@@ -354,7 +345,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
 @functools.lru_cache(maxsize=None)
 def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None,
-          parts: str = "all", fresh: bool = False, reverse_odd: bool = False):
+          parts: str = "all", fresh: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
@@ -363,8 +354,7 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
   if profile_dir:  # Mosaic GPU's profiler: each named scope's start and end a warpgroup
     params.update(profile_space=12 * (steps + 2), profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, shared=shared, parts=parts,
-                        reverse_odd=reverse_odd),
+      functools.partial(_kernel, steps=steps, shared=shared, parts=parts),
       out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
                 shape((members, 2, BLOCKS, ROWS, T), f32),
                 shape((members, ROWS, T), f32),
@@ -433,7 +423,7 @@ def batches(x, labels, orders, steps: int):
 
 
 def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: str = "all",
-                fresh_descriptors: bool | None = None, reverse_odd: bool | None = None):
+                fresh_descriptors: bool | None = None):
   """``steps`` SGD steps of every member in one launch: stacked params and lrs as ``pack``
   takes them, xs and onehot from ``batches`` (D = 1: every member on the same batches; D = P:
   each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only.
@@ -441,15 +431,13 @@ def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: 
   "all"; "walk" or "outputs" runs only the walks over W0 or only the output layer (wrong
   numbers: what each costs alone, ``probes.stream_population --floor``).
   ``fresh_descriptors`` (default ``FRESH_DESCRIPTORS``) builds each product's operand
-  descriptors where it runs; ``reverse_odd`` (default ``REVERSE_ODD``) walks W0^T's tiles last
-  to first on odd steps."""
+  descriptors where it runs."""
   members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
   if not shared and xs.shape[0] != members:
     raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
   w0t, w1, small = pack(params, lrs)
   fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
-  reverse = REVERSE_ODD if reverse_odd is None else reverse_odd
-  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts, fresh, reverse)(
+  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts, fresh)(
       w0t, w1, small, xs, onehot)
   losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
   correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)

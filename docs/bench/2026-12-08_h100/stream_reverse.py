@@ -5,7 +5,7 @@ largest difference of the two forms' weights after a few steps relative to the w
 rounds) at each population size; the last line says whether the form was faster by more than
 1 % at every size.
 
-  PYTHONPATH=. python docs/bench/next/stream_reverse.py 64 512
+  PYTHONPATH=. python docs/bench/2026-12-08_h100/stream_reverse.py 64 512
 """
 import statistics
 import sys

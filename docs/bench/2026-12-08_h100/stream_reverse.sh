@@ -6,7 +6,8 @@
 # (probes.weight_stream --products=false, 128 CTAs of half a member's W0), each order; then
 # the kernel's two forms alternating in one process (stream_reverse.py), the check with the
 # form on, and, if it was faster and passed, the population bench's default paths with it on.
-# Checkout root, MNIST in .data/data (carried); about 6 minutes.
+# Checkout root, MNIST in .data/data (carried); about 6 minutes. Ran on main at daadfbc, whose
+# kernel had REVERSE_ODD; it left the kernel since: apply reverse_odd.patch first.
 set -u
 export PYTHONPATH=. JAXSHALLOW_DATA_DIR=$PWD/.data/data
 with="python3 docs/bench/next/with_constants.py"
@@ -16,7 +17,7 @@ for rev in false true; do
   timeout 100 python3 -m probes.weight_stream --products=false --ctas=128 --rows=832 \
     --reverse=$rev 2>&1 | grep -v -i warn | tee -a $OUT/copies.txt
 done
-timeout 200 python3 -u docs/bench/next/stream_reverse.py 64 512 2>&1 | grep -v -i warn \
+timeout 200 python3 -u docs/bench/2026-12-08_h100/stream_reverse.py 64 512 2>&1 | grep -v -i warn \
   | tee $OUT/stream_reverse.txt
 timeout 120 $with "$S" experiments.check_kernels --only=stream_population \
   > $OUT/check_reverse.log 2>&1; echo "rc $?" >> $OUT/check_reverse.log

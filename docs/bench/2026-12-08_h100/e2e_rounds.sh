@@ -6,7 +6,7 @@
 set -u
 export PYTHONPATH=. JAXSHALLOW_DATA_DIR=$PWD/.data/data
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/device.txt
-timeout 560 python3 -m benchmarks.end_to_end --rounds=3 --warm_runs=2 --out_dir=$OUT/e2e_rounds \
+timeout 470 python3 -m benchmarks.end_to_end --rounds=3 --warm_runs=2 --out_dir=$OUT/e2e_rounds \
   > $OUT/e2e_rounds.log 2>&1
 echo "rc $?"
 tail -12 $OUT/e2e_rounds/END_TO_END.md
