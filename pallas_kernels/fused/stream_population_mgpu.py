@@ -1,11 +1,15 @@
 """A population of MLPs 784-256-10 trained with their weights streamed from global memory every
 step (Pallas Mosaic GPU, Hopper): a cluster of two CTAs a member, each CTA half its units.
 
-Now (2026-11-29, an H200, jax 0.11.2): ``experiments.check_kernels --only=stream_population``
-passes (each member at most 1.7x as far from float64 as xla's float32 on its draw, off chaotic
-draws); a step takes 65.0 us at 64 members (XLA 182.1) and 58.2 at 8 (XLA 55.0); a population's
-epoch at 64 members 66.4 ms against a cluster a member's 71.5 (``cluster_mlp_mgpu``) and xla's
-148.3, at 128 members 131.5 against 142.0 and 259.4, at 32 61.6 against 37.6: the path
+Now (H100, jax 0.11.2, 2026-12-07): ``experiments.check_kernels --only=stream_population``
+passes 12/12; a step takes 59.4 us at 64 members and 454.1 at 512, 2.46x and 2.06x xla's
+networks/s in ``population_bench`` (docs/design/populations.md). Its walks over W0 wait on each
+tile's chain (one tile in flight a warpgroup), not on HBM's rate: walking odd steps in reverse,
+which takes a third off W0's copies alone, left the step as it was (2026-12-08). First run on
+an H200 (2026-11-29): 65.0 us a step at 64 members (XLA 182.1) and 58.2 at 8 (XLA 55.0); a
+population's epoch at 64 members 66.4 ms against a cluster a member's 71.5
+(``cluster_mlp_mgpu``) and xla's 148.3, at 128 members 131.5 against 142.0 and 259.4, at 32
+61.6 against 37.6: the path
 (``jaxshallow.paths.population``) for 64, 128, 256 or 512 members a GPU on H200s and the H100
 with jax 0.11 and 0.12, where it was measured (docs/design/populations.md; on the H100 1-2 %
 ahead; with jax 0.12.1 on the H100 only, 2026-12-07h).
