@@ -10,6 +10,11 @@ T = 64  # A tile's rows: wgmma's M and K, the batch
 SCOPES = ("fetch", "wait_in", "gradient", "update", "parts", "forward", "send", "step_end")
 
 
+def tile_at(k, s, tiles: int, reverse: bool):
+  """The walk's k-th tile at step s: k, or with ``reverse`` on odd steps tiles - 1 - k."""
+  return k + lax.rem(s, 2) * (tiles - 1 - 2 * k) if reverse else k
+
+
 def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str = "held",
            work: str = "all", profile_dir: str | None = None, reverse: bool = False):
   """A jitted launch of ``steps`` steps over each CTA's (rows, cols) block, and its argument
@@ -42,8 +47,8 @@ def stream(ctas: int, rows: int, cols: int, steps: int, products: bool, x: str =
       return pl.run_scoped(run, plgpu.ACC((T, cols), f32))
 
     def step(s, h):
-      def at(k):  # The walk's k-th tile: k, or on odd steps (``reverse``) the k-th from last
-        return k + lax.rem(s, 2) * (tiles - 1 - 2 * k) if reverse else k
+      def at(k):
+        return tile_at(k, s, tiles, reverse)
 
       def run(acc):
         kept = h  # What the step computes, summed: nothing dropped

@@ -28,6 +28,17 @@ def test_reversed_walk_lowers(products):
   assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
 
 
+@pytest.mark.parametrize("tiles", [3, 13])
+def test_reversed_walk_visits_every_tile_once(tiles):
+  """Even steps walk 0 .. tiles - 1, odd steps the reverse; one order without ``reverse``."""
+  import jax.numpy as jnp
+  for s in range(4):
+    order = [int(weight_stream.tile_at(k, jnp.int32(s), tiles, True)) for k in range(tiles)]
+    assert order == (list(range(tiles)) if s % 2 == 0 else list(range(tiles))[::-1])
+    assert [weight_stream.tile_at(k, jnp.int32(s), tiles, False) for k in range(tiles)] == \
+        list(range(tiles))
+
+
 @pytest.mark.parametrize("warpgroups,x", [(1, "held"), (2, "own"), (2, "shared")])
 def test_register_form_lowers(warpgroups, x):
   """W^T's tiles, the forward's parts from registers (the tensor cores' A operand)."""

@@ -3,7 +3,7 @@ tiles last to first (``reverse_odd``), against the default, alternating in one p
 largest difference of the two forms' weights after a few steps relative to the weights' scale
 (the forward's sums run in another order, so not the same bits), then us a step (median of
 rounds) at each population size; the last line says whether the form was faster by more than
-1 % at every size.
+1 % at every size with the two forms' outputs within 1e-4 of their largest value.
 
   PYTHONPATH=. python docs/bench/2026-12-08_h100/stream_reverse.py 64 512
 """
