@@ -6,14 +6,13 @@ passes 12/12; a step takes 59.4 us at 64 members and 454.1 at 512, 2.46x and 2.0
 networks/s in ``population_bench`` (docs/design/populations.md). Its walks over W0 wait, by
 inference, on each tile's chain (one tile in flight a warpgroup), not on HBM's rate: walking odd
 steps in reverse, which takes a third off W0's copies alone, left the step as it was
-(2026-12-08). First run on
-an H200 (2026-11-29): 65.0 us a step at 64 members (XLA 182.1) and 58.2 at 8 (XLA 55.0); a
-population's epoch at 64 members 66.4 ms against a cluster a member's 71.5
-(``cluster_mlp_mgpu``) and xla's 148.3, at 128 members 131.5 against 142.0 and 259.4, at 32
-61.6 against 37.6: the path
-(``jaxshallow.paths.population``) for 64, 128, 256 or 512 members a GPU on H200s and the H100
-with jax 0.11 and 0.12, where it was measured (docs/design/populations.md; on the H100 1-2 %
-ahead; with jax 0.12.1 on the H100 only, 2026-12-07h).
+(2026-12-08). First run on an H200 (2026-11-29): 65.0 us a step at 64 members (XLA 182.1) and
+58.2 at 8 (XLA 55.0); a population's epoch at 64 members 66.4 ms against a cluster a member's
+71.5 (``cluster_mlp_mgpu``) and xla's 148.3, at 128 members 131.5 against 142.0 and 259.4, at
+32 61.6 against 37.6. It is the path (``jaxshallow.paths.population``) for 64, 128, 256 or 512
+members a GPU on H200s and the H100 with jax 0.11 and 0.12, where it was measured
+(docs/design/populations.md; on the H100 1-2 % ahead; with jax 0.12.1 on the H100 only,
+2026-12-07h).
 
 Why: a cluster a member (``cluster_mlp_mgpu.train_population``) keeps each member's W0 in
 shared memory and trains in waves of 7 members on an H100, about 2.1x xla at 64 members. 64
