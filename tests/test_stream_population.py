@@ -13,6 +13,8 @@ from jaxshallow import mlp, models, train
 from pallas_kernels import common
 from pallas_kernels.fused import stream_population_mgpu as k
 
+import mgpu_interpreter
+
 SIZES = (784, 256, 10)
 
 
@@ -92,6 +94,38 @@ def test_twin_follows_train_step_in_float64(shared):
       np.testing.assert_allclose(np.asarray(losses[i]), want, rtol=1e-10)
       for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(p)):
         np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.skipif(mgpu_interpreter.problem() is not None,
+                    reason=str(mgpu_interpreter.problem()))
+@pytest.mark.parametrize("members,steps,shared", [(2, 2, False), (1, 3, True)],
+                         ids=["own", "shared"])
+def test_interpreted_kernel_is_near_float64(members, steps, shared):
+  """The kernel itself in Mosaic GPU's interpreter (both CTAs of a member and both warpgroups
+  of each, with the race detector): weights and losses within 1e-6 of its float64 twin's
+  largest value, the correct counts equal, no race. The descriptors of the form before
+  ``FRESH_DESCRIPTORS`` (that form's zero is written by every thread: a race by design)."""
+  mgpu_interpreter.install()
+  rng = np.random.default_rng(5)
+  n = steps * k.BATCH + 3
+  x = rng.integers(0, 256, (n, 784), dtype=np.uint8)
+  y = rng.integers(0, 10, n).astype(np.int32)
+  orders = np.stack([rng.permutation(n) for _ in range(1 if shared else members)])
+  lrs = jnp.float32([0.1, 0.2][:members])
+  params = _population(rng, members)
+  xs, onehot = k.batches(jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), steps)
+  got = jax.block_until_ready(k.train_steps(
+      params, lrs, xs, onehot, fresh_descriptors=False,
+      interpret=(("inline_mgpu", "ignore"), ("detect_races", True))))
+  assert not mgpu_interpreter.races_found()
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
+    want = k.reference(p64, jnp.asarray(lrs, jnp.float64), xs.astype(jnp.float64),
+                       onehot.astype(jnp.float64))
+  for a, b in zip(jax.tree.leaves(got[:2]), jax.tree.leaves(want[:2])):
+    a, b = np.asarray(a, np.float64), np.asarray(b)
+    assert np.max(np.abs(a - b)) <= 1e-6 * np.max(np.abs(b))
+  np.testing.assert_array_equal(np.asarray(got[2]), np.asarray(want[2]))
 
 
 def test_batches_for_some_members_are_refused():

@@ -115,7 +115,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, logits, metrics, mb, parts_in, peer_in,
             cluster_bar, *zero_s,  # scratch
-            steps: int, shared: bool, parts: str):
+            steps: int, shared: bool, parts: str, ptx: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
@@ -184,7 +184,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
   def forward(w, slot):  # The tile's term of z^T = W0^T x_s^T over w's three parts, taken
     # from registers (added to z^T in float32 by the walk)
-    return products(lambda: reversed(split3_in_kernel(w, ptx=True)), xk.at[g, slot, 1],
+    return products(lambda: reversed(split3_in_kernel(w, ptx=ptx)), xk.at[g, slot, 1],
                     a_refs=False, tb=True)
 
   def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns the block's z^T (x 255).
@@ -225,11 +225,14 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
                       has_side_effects=True)
     emit()
 
-  def meet(parity):  # The cluster's two CTAs, their partial logits stored
-    cluster_fence()
+  def meet(parity):  # The cluster's two CTAs, their partial logits stored (the interpreter
+    # orders its memory itself and runs no PTX: no fences there)
+    if ptx:
+      cluster_fence()
     plgpu.barrier_arrive(cluster_bar.at[parity])
     plgpu.barrier_wait(cluster_bar.at[parity])
-    cluster_fence()
+    if ptx:
+      cluster_fence()
 
   def exchange(parity):  # Both CTAs' partial logits readable by both warpgroups: both
     # arrive at parts_in; the first meets the peer CTA, then lets the second read
@@ -262,12 +265,12 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
         w1t.at[k][...] = _load(w1s.at[g, k], by_col)
         return carry
       classes(w1_row, None)
-      for i, p in enumerate(split3_in_kernel(hb, ptx=True)):
+      for i, p in enumerate(split3_in_kernel(hb, ptx=ptx)):
         dz.at[i, g][...] = p
       sync()  # (W1^T's rows read by other threads, h's parts by the tensor cores)
 
       def run(acc):
-        w_parts = split3_in_kernel(_load(w1t, wgmma_layout), ptx=True)
+        w_parts = split3_in_kernel(_load(w1t, wgmma_layout), ptx=ptx)
         zero = descriptors.read(zero_s)  # (``FRESH_DESCRIPTORS``)
         for i, j in PAIRS:
           plgpu.wgmma(acc, w_parts[i], descriptors.operand(dz.at[j, g], zero))
@@ -323,7 +326,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
                                - lr * jnp.sum(cols_of(dl), axis=1))
         return dh
       dh = classes(backward, plgpu.layout_cast(jnp.zeros((T, T), f32), wgmma_layout))
-      for i, p in enumerate(split3_in_kernel(jnp.where(hb > 0.0, dh, 0.0), ptx=True)):
+      for i, p in enumerate(split3_in_kernel(jnp.where(hb > 0.0, dh, 0.0), ptx=ptx)):
         dz.at[i, g][...] = p
       sync()  # dz's parts before the tensor cores read them
 
@@ -349,7 +352,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
 @functools.lru_cache(maxsize=None)
 def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None,
-          parts: str = "all", fresh: bool = False):
+          parts: str = "all", fresh: bool = False, interpret: tuple | None = None):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
@@ -358,7 +361,8 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
   if profile_dir:  # Mosaic GPU's profiler: each named scope's start and end a warpgroup
     params.update(profile_space=12 * (steps + 2), profile_dir=profile_dir)
   return plgpu.kernel(
-      functools.partial(_kernel, steps=steps, shared=shared, parts=parts),
+      functools.partial(_kernel, steps=steps, shared=shared, parts=parts,
+                        ptx=interpret is None),
       out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
                 shape((members, 2, BLOCKS, ROWS, T), f32),
                 shape((members, ROWS, T), f32),
@@ -367,6 +371,7 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
       num_threads=2, thread_name="wg",
       compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Lane,
                                            **params),
+      **({} if interpret is None else {"interpret": plgpu.InterpretGPUParams(**dict(interpret))}),
       scratch_types=[
           plgpu.SMEM((2, BLOCKS, T, T), f32),  # W0^T's tiles, by slot
           plgpu.SMEM((2, 2, 2, T, T), bf16, transforms=swizzled),  # x's, by slot
@@ -427,7 +432,7 @@ def batches(x, labels, orders, steps: int):
 
 
 def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: str = "all",
-                fresh_descriptors: bool | None = None):
+                fresh_descriptors: bool | None = None, interpret: tuple | None = None):
   """``steps`` SGD steps of every member in one launch: stacked params and lrs as ``pack``
   takes them, xs and onehot from ``batches`` (D = 1: every member on the same batches; D = P:
   each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only.
@@ -435,13 +440,15 @@ def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: 
   "all"; "walk" or "outputs" runs only the walks over W0 or only the output layer (wrong
   numbers: what each costs alone, ``probes.stream_population --floor``).
   ``fresh_descriptors`` (default ``FRESH_DESCRIPTORS``) builds each product's operand
-  descriptors where it runs."""
+  descriptors where it runs. ``interpret``: None (compiled), else the items of Mosaic GPU's
+  ``InterpretGPUParams`` (jax 0.12, with ``tests/mgpu_interpreter.py``'s additions: a CPU
+  run)."""
   members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
   if not shared and xs.shape[0] != members:
     raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
   w0t, w1, small = pack(params, lrs)
   fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
-  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts, fresh)(
+  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts, fresh, interpret)(
       w0t, w1, small, xs, onehot)
   losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
   correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
