@@ -8,6 +8,10 @@ float32 products at HIGHEST), for each population size.
   python -m probes.stream_population --shared            # the members on one set of batches
   python -m probes.stream_population --profile --members=8,64  # where a step's time goes
   python -m probes.stream_population --floor --members=8,64    # the walks alone, the outputs alone
+  python -m probes.stream_population --forms=base,ahead --members=64,512  # forms side by side
+
+``--forms`` times the kernel's forms (``FORMS``) in alternating rounds in one process, each
+checked against the twin as above and against the first form's bits.
 """
 
 import functools
@@ -31,6 +35,13 @@ flags.DEFINE_bool("floor", False, "Also time the kernel with only its walks over
                   "only its output layer (wrong numbers: what each costs alone).")
 flags.DEFINE_string("profile_dir", "/tmp/stream_population", "Where the profiler writes traces.")
 flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
+flags.DEFINE_list("forms", [], "Forms of the kernel to compare (FORMS' names; empty: the "
+                  "module's defaults alone).")
+flags.DEFINE_integer("rounds", 3, "With --forms: rounds of timing, the forms alternating.")
+
+# The kernel's forms: train_steps' arguments (the module's constants say which is the default)
+FORMS = {"base": dict(ahead=False, reverse_odd=False), "ahead": dict(ahead=True),
+         "reversed": dict(reverse_odd=True), "ahead_reversed": dict(ahead=True, reverse_odd=True)}
 
 SHORT, LONG = 10, 110
 CHECK_STEPS = 20
@@ -50,11 +61,12 @@ def problem(members: int, steps: int, shared: bool, seed: int = 0):
   return (params, lrs, *k.batches(x, y, orders, steps))
 
 
-def check(members: int, shared: bool):
+def check(members: int, shared: bool, fn=k.train_steps, with_results: bool = False):
   """The kernel's losses and weights against the twin's in float32 (the largest relative
-  error over the members), and whether a second run gives the same bits."""
+  error over the members), and whether a second run gives the same bits (and the results,
+  ``with_results``)."""
   args = problem(members, CHECK_STEPS, shared)
-  run = jax.jit(k.train_steps)
+  run = jax.jit(fn)
   got = jax.block_until_ready(run(*args))
   want = jax.jit(k.reference)(*args)
   err = max(float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64))
@@ -62,13 +74,40 @@ def check(members: int, shared: bool):
             for a, b in zip(jax.tree.leaves(got[:2]), jax.tree.leaves(want[:2])))
   same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(got),
                                                   jax.tree.leaves(run(*args))))
-  return err, same
+  return (err, same, got) if with_results else (err, same)
+
+
+def compare_forms(members: int, shared: bool, names, rounds: int, us_per_step):
+  """Each form checked (against the twin, twice, and against the first form's bits), then
+  timed in ``rounds`` rounds, the forms alternating: us a step, the median over rounds."""
+  fns = {n: functools.partial(k.train_steps, **FORMS[n]) for n in names}
+  first = None
+  for n, fn in fns.items():
+    err, same, got = check(members, shared, fn, with_results=True)
+    if first is None:
+      first, alike = got, "the first form"
+    else:
+      alike = ("the same bits as " if all(np.array_equal(a, b) for a, b in zip(
+          jax.tree.leaves(got), jax.tree.leaves(first))) else "other bits than ") + names[0]
+    print(f"    {n}: {CHECK_STEPS} steps {err:.1e} from the twin, "
+          f"{'the same bits twice' if same else 'NOT the same bits twice'}, {alike}",
+          flush=True)
+  times = {n: [] for n in names}
+  for r in range(rounds):
+    for n in (names if r % 2 == 0 else names[::-1]):
+      times[n].append(us_per_step(fns[n], members))
+    print(f"    round {r + 1}: " + ", ".join(f"{n} {times[n][-1]:.2f}" for n in names)
+          + " us a step", flush=True)
+  print(f"    median of {rounds} rounds: "
+        + ", ".join(f"{n} {float(np.median(times[n])):.2f}" for n in names), flush=True)
 
 
 def main(argv):
   del argv
   sizes = cli.ints("members", FLAGS.members)
   cli.at_least("repeats", FLAGS.repeats, 1)
+  cli.at_least("--rounds", FLAGS.rounds, 1)
+  cli.known("--forms", FLAGS.forms, FORMS, empty=True)
   d = hopper.require_hopper("probes.stream_population")
   kind = "one set of batches" if FLAGS.shared else "each member its own batches"
   print(f"{d.device_kind}, jax {jax.__version__}: {kind}")
@@ -82,6 +121,10 @@ def main(argv):
     return hopper.us_per_step(*launch, SHORT, LONG, FLAGS.repeats)
 
   for members in sizes:
+    if FLAGS.forms:
+      print(f"  {members} members: the kernel's forms", flush=True)
+      compare_forms(members, FLAGS.shared, FLAGS.forms, FLAGS.rounds, us_per_step)
+      continue
     xla = us_per_step(k.reference, members)
     print(f"  {members} members: XLA {xla:.1f} us a step", flush=True)
     err, same = check(members, FLAGS.shared)

@@ -204,6 +204,8 @@ CASES = [
     ("probes.cluster_floor", [], "needs an NVIDIA Hopper"),
     ("probes.stream_population", ["--members=0"], "members"),
     ("probes.stream_population", ["--repeats=0"], "repeats must be at least 1"),
+    ("probes.stream_population", ["--rounds=0"], "--rounds must be at least 1"),
+    ("probes.stream_population", ["--forms=base,sideways"], "unknown --forms sideways"),
     ("probes.weight_stream", ["--rows=100"], "--rows must be a positive multiple of 64"),
     ("probes.weight_stream", ["--cols=256"], "--cols must be 64 or 128"),
     ("probes.weight_stream", ["--form=registers", "--warpgroups=3"], "--warpgroups must be 1 or 2"),

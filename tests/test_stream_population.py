@@ -48,6 +48,22 @@ def test_fresh_descriptors_lower():
   assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
 
 
+@pytest.mark.parametrize("forms", [{"ahead": True}, {"reverse_odd": True},
+                                   {"ahead": True, "reverse_odd": True}],
+                         ids=["ahead", "reversed", "ahead-reversed"])
+def test_forms_lower(forms):
+  """``AHEAD`` (two W0 tiles in flight, x shared: its shared memory fits) and ``REVERSE_ODD``
+  lower for Hopper, each a module other than the default's."""
+  f32, shape = jnp.float32, jax.ShapeDtypeStruct
+  params = [{"w": shape((2, a, b), f32), "b": shape((2, b), f32)}
+            for a, b in zip(SIZES[:-1], SIZES[1:])]
+  args = (params, shape((2,), f32), shape((2, 2, k.BATCH, k.INPUTS), jnp.bfloat16),
+          shape((2, 2, k.ROWS, k.BATCH), f32))
+  texts = [jax.jit(lambda *a, f=f: k.train_steps(*a, **f)).trace(*args)
+           .lower(lowering_platforms=("cuda",)).as_text() for f in ({}, forms)]
+  assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
+
+
 def _population(rng, members):
   keys = jax.random.split(jax.random.key(int(rng.integers(1 << 30))), members)
   params = jax.vmap(lambda key: mlp.init_mlp(key, SIZES))(keys)
@@ -98,13 +114,16 @@ def test_twin_follows_train_step_in_float64(shared):
 
 @pytest.mark.skipif(mgpu_interpreter.problem() is not None,
                     reason=str(mgpu_interpreter.problem()))
-@pytest.mark.parametrize("members,steps,shared", [(2, 2, False), (1, 3, True)],
-                         ids=["own", "shared"])
-def test_interpreted_kernel_is_near_float64(members, steps, shared):
+@pytest.mark.parametrize("members,steps,shared,forms", [
+    (2, 2, False, {}), (1, 3, True, {}), (2, 2, False, {"ahead": True}),
+    (1, 3, True, {"ahead": True, "reverse_odd": True}), (1, 2, False, {"reverse_odd": True})],
+    ids=["own", "shared", "ahead-own", "ahead-reversed-shared", "reversed-own"])
+def test_interpreted_kernel_is_near_float64(members, steps, shared, forms):
   """The kernel itself in Mosaic GPU's interpreter (both CTAs of a member and both warpgroups
-  of each, with the race detector): weights and losses within 1e-6 of its float64 twin's
-  largest value, the correct counts equal, no race. The descriptors of the form before
-  ``FRESH_DESCRIPTORS`` (that form's zero is written by every thread: a race by design)."""
+  of each, with the race detector), in its forms: weights and losses within 1e-6 of its
+  float64 twin's largest value, the correct counts equal, no race. The descriptors of the form
+  before ``FRESH_DESCRIPTORS`` (that form's zero is written by every thread: a race by
+  design)."""
   mgpu_interpreter.install()
   rng = np.random.default_rng(5)
   n = steps * k.BATCH + 3
@@ -115,7 +134,7 @@ def test_interpreted_kernel_is_near_float64(members, steps, shared):
   params = _population(rng, members)
   xs, onehot = k.batches(jnp.asarray(x), jnp.asarray(y), jnp.asarray(orders), steps)
   got = jax.block_until_ready(k.train_steps(
-      params, lrs, xs, onehot, fresh_descriptors=False,
+      params, lrs, xs, onehot, fresh_descriptors=False, **forms,
       interpret=(("inline_mgpu", "ignore"), ("detect_races", True))))
   assert not mgpu_interpreter.races_found()
   with jax.enable_x64(True):
@@ -214,3 +233,19 @@ def test_batches_pad_the_images_once():
   assert onehot.shape == (3, 2, k.ROWS, k.BATCH)
   np.testing.assert_array_equal(np.argmax(np.asarray(onehot), axis=2).reshape(3, -1),
                                 labels[idx])
+
+
+def test_probe_compares_forms(monkeypatch, capsys):
+  """``probes.stream_population --forms`` (GPU only) runs its checks and rounds: here with the
+  kernel replaced by its twin (each form then the same bits) and a clock that counts."""
+  from probes import stream_population as probe
+  monkeypatch.setattr(probe, "CHECK_STEPS", 2)
+  monkeypatch.setattr(probe.k, "train_steps",
+                      lambda *a, ahead=False, reverse_odd=False: k.reference(*a))
+  calls = []
+  probe.compare_forms(2, False, ["base", "ahead"], 3,
+                      lambda fn, members: calls.append(fn.keywords) or 10.0 * len(calls))
+  out = capsys.readouterr().out
+  assert "ahead: 2 steps" in out and "the same bits as base" in out
+  assert [c.get("ahead", False) for c in calls] == [False, True, True, False, False, True]
+  assert "median of 3 rounds: base 40.00, ahead 30.00" in out

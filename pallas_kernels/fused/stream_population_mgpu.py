@@ -75,10 +75,13 @@ ROW_LR = CLASSES
 # against xla's 418, 512 members 1076 against 546)
 CHECKED = ((0, 11), (0, 12))
 # mbarriers, a warpgroup's: by slot, W0^T's tile and x's two tiles (last step's, this step's);
-# the step's one-hot labels; then the first W1 rows, and each warpgroup's small rows
+# the step's one-hot labels; then the first W1 rows, and each warpgroup's small rows. With
+# ``AHEAD``: W0^T's slot i at a warpgroup's i (0 to 2, its 3 to 5 unused), and after the rest
+# x's tiles, shared: slot i's tile j at MB_X + 2 i + j.
 MB_TILE, MB_LABELS, MB_WG = 0, 6, 7
 MB_INIT = 2 * MB_WG
 MBARRIERS = MB_INIT + 3
+MB_X = MBARRIERS
 PAIRS = common.SPLIT3_PAIRS  # The partial logits' products of parts
 # Each product's wgmma descriptors built where it runs (``descriptors``), not before the walk's
 # loop: its PTX (2026-11-29) held 28 across the loop at ptxas' 255 registers and spilled 128 B;
@@ -88,6 +91,17 @@ PAIRS = common.SPLIT3_PAIRS  # The partial logits' products of parts
 # docs/bench/2026-12-07f_h100). On by default with the jax versions it was checked with on a
 # GPU (``descriptors.CHECKED``).
 FRESH_DESCRIPTORS = descriptors.checked()
+# Two of W0^T's tiles in flight a warpgroup, not one: its tiles in three slots (96 KB, was 64),
+# x's tiles shared by the two warpgroups (both walk the same tiles of the same member) in two
+# slots (32 KB, was 64; warpgroup 0 fetches them once both are done with the slot), the same
+# shared memory. With ``REVERSE_ODD`` odd steps walk the tiles last to first: the tiles a walk
+# wrote last are the next walk's first, still in L2 (64 members' W0 is 54 MB, about the L2's
+# 50), and the forward's sums run in the other order (other bits, as exact). Both off until
+# timed on a GPU: walking in reverse alone left the step as it was (H100, 2026-12-08), the
+# walk, by inference, held by each tile's chain, not by its copies' rate
+# (docs/design/populations.md). Checked on the CPU in Mosaic GPU's interpreter (jax 0.12).
+AHEAD = False
+REVERSE_ODD = False
 
 
 def problem(widths, batch: int, *, bias: bool, optimizer: str, dtype) -> str | None:
@@ -114,8 +128,8 @@ def _swizzled():
 def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, logits, metrics, mb, parts_in, peer_in,
-            cluster_bar, *zero_s,  # scratch
-            steps: int, shared: bool, parts: str, ptx: bool):
+            cluster_bar, *rest,  # scratch
+            steps: int, shared: bool, parts: str, ptx: bool, ahead: bool, reverse_odd: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
@@ -124,6 +138,8 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   g = lax.axis_index("wg")  # Warpgroup g: the units of block g, its own copies and mbarriers
   data = 0 if shared else m  # The batches' member
   bar = lambda i: mb.at[MB_WG * g + i]  # This warpgroup's mbarrier i
+  # ``AHEAD``'s mbarriers of two arrivals: both warpgroups done with x's slot i
+  x_free, zero_s = (rest[0], rest[1:]) if ahead else (None, rest)
 
   def rows_of(v):
     return lax.broadcast_in_dim(v, (T, T), [0])
@@ -134,15 +150,28 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
   def tile(ref, k):  # W0^T's tile k of this warpgroup's block
     return ref.at[m, h, g, :, pl.ds(k * T, T)]
 
-  def fetch(s, k, slot):  # W0^T's tile k (the input's at step 0), x_{s-1}'s and x_s's
-    first = MB_TILE + 3 * slot
+  def order(s, k):  # The walk's k-th tile: k, or on odd steps (``REVERSE_ODD``) 12 - k
+    return k + lax.rem(s, 2) * (TILES - 1 - 2 * k) if reverse_odd else k
+
+  def x_tile(slot, j):  # x's tile in a slot: j = 0 last step's, 1 this step's
+    return xk.at[slot, j] if ahead else xk.at[g, slot, j]
+
+  def fetch_w(s, k, slot, i):  # W0^T's tile k (the input's at step 0); its mbarrier bar(i)
     pl.when(s == 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_in, k), wbuf.at[slot, g],
-                                                    bar(first)))
+                                                    bar(i)))
     pl.when(s > 0)(lambda: plgpu.copy_gmem_to_smem(tile(w0t_out, k), wbuf.at[slot, g],
-                                                   bar(first)))
+                                                   bar(i)))
+
+  def fetch_x(s, k, slot, barrier):  # x_{s-1}'s and x_s's tile k; barrier(j) tile j's
     for j, at in enumerate((jnp.maximum(s - 1, 0), jnp.minimum(s, steps - 1))):
-      plgpu.copy_gmem_to_smem(x_in.at[data, at, :, pl.ds(k * T, T)], xk.at[g, slot, j],
-                              bar(first + 1 + j))
+      plgpu.copy_gmem_to_smem(x_in.at[data, at, :, pl.ds(k * T, T)], x_tile(slot, j),
+                              barrier(j))
+
+  def fetch(s, k, slot):  # W0^T's tile k and x's, each warpgroup its own
+    k = order(s, k)
+    first = MB_TILE + 3 * slot
+    fetch_w(s, k, slot, first)
+    fetch_x(s, k, slot, lambda j: bar(first + 1 + j))
 
   def products(parts, b, *, a_refs: bool, tb: bool = False):  # a b (b transposed where tb)
     # over a's parts (``parts()``, the smallest first, made in the accumulator's scope; refs
@@ -161,7 +190,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     return pl.run_scoped(run, plgpu.ACC((T, T), f32))
 
   def gradient(slot):  # dz[:, block]^T x_{s-1}[:, k] over dz's three parts: the tile's layout
-    return products(lambda: [dz.at[i, g] for i in (2, 1, 0)], xk.at[g, slot, 0], a_refs=True)
+    return products(lambda: [dz.at[i, g] for i in (2, 1, 0)], x_tile(slot, 0), a_refs=True)
 
   def sync():  # The warpgroup's stores to shared memory before others read them
     plgpu.commit_smem()
@@ -184,8 +213,59 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
   def forward(w, slot):  # The tile's term of z^T = W0^T x_s^T over w's three parts, taken
     # from registers (added to z^T in float32 by the walk)
-    return products(lambda: reversed(split3_in_kernel(w, ptx=ptx)), xk.at[g, slot, 1],
+    return products(lambda: reversed(split3_in_kernel(w, ptx=ptx)), x_tile(slot, 1),
                     a_refs=False, tb=True)
+
+  def update_and_forward(s, k, w_slot, x_slot):  # Tile k's update, stored back; its forward
+    w = _load(wbuf.at[w_slot, g], wgmma_layout)
+    w = w - lr * (gradient(x_slot) * (1.0 / 255.0))
+    _store(wbuf.at[w_slot, g], w)
+    sync()  # The new tile visible to the copy (which runs beside the forward products)
+    plgpu.copy_smem_to_gmem(wbuf.at[w_slot, g], tile(w0t_out, order(s, k)))
+    return forward(w, x_slot)
+
+  def walk_ahead(s):  # ``walk`` with two of W0^T's tiles in flight and x's tiles shared: a
+    # loop over six tiles (W0^T's slots k mod 3, x's k mod 2, known when the code is built)
+    def x_bar(slot):  # x's slot's mbarrier of tile j (shared)
+      return lambda j: mb.at[MB_X + 2 * slot + j]
+
+    def one(k, w_slot, x_slot, z):  # (k traced in the loop, the last tile's known)
+      def x_next():  # x's tile k + 1 into the other slot, once both are done with tile k - 1
+        pl.when(k > 0)(lambda: plgpu.barrier_wait(x_free.at[1 - x_slot]))
+        fetch_x(s, order(s, k + 1), 1 - x_slot, x_bar(1 - x_slot))
+
+      def w_next():  # W0^T's tile k + 2 into tile k - 1's slot, once its store has read it
+        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+        fetch_w(s, order(s, k + 2), (w_slot + 2) % 3, (w_slot + 2) % 3)
+      if not isinstance(k, int):
+        pl.when(jnp.logical_and(g == 0, k + 1 < TILES))(x_next)
+        pl.when(k + 2 < TILES)(w_next)
+      plgpu.barrier_wait(bar(w_slot))
+      for j in range(2):
+        plgpu.barrier_wait(x_bar(x_slot)(j))
+      z = z + update_and_forward(s, k, w_slot, x_slot)
+      plgpu.barrier_arrive(x_free.at[x_slot])  # (its products waited for: done with x's slot)
+      return z
+
+    def six(i, z):
+      for j in range(6):
+        z = one(6 * i + j, j % 3, j % 2, z)
+      return z
+
+    for k in range(2):
+      fetch_w(s, order(s, k), k, k)
+    pl.when(g == 0)(lambda: fetch_x(s, order(s, 0), 0, x_bar(0)))
+    z = plgpu.layout_cast(jnp.zeros((T, T), jnp.float32), wgmma_layout)
+    z = lax.fori_loop(0, TILES // 6, six, z)
+    assert TILES % 6 == 1
+    z = one(TILES - 1, 0, 0, z)  # (13 tiles: the last one alone)
+
+    @pl.when(g == 0)
+    def _():  # Both done with the walk's last two x tiles before the next walk's fetches
+      plgpu.barrier_wait(x_free.at[1])
+      plgpu.barrier_wait(x_free.at[0])
+    plgpu.wait_smem_to_gmem(0)  # Every tile out before the next walk reads them
+    return z
 
   def walk(s):  # W0^T's 13 tiles: gradients, updates, forward; returns the block's z^T (x 255).
     # A loop over pairs of tiles (each pair's slots 0 and 1, known when the code is built), not
@@ -196,12 +276,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
         fetch(s, k + 1, 1 - slot)
       for j in range(3):
         plgpu.barrier_wait(bar(MB_TILE + 3 * slot + j))
-      w = _load(wbuf.at[slot, g], wgmma_layout)
-      w = w - lr * (gradient(slot) * (1.0 / 255.0))
-      _store(wbuf.at[slot, g], w)
-      sync()  # The new tile visible to the copy (which runs beside the forward products)
-      plgpu.copy_smem_to_gmem(wbuf.at[slot, g], tile(w0t_out, k))
-      return z + forward(w, slot)
+      return z + update_and_forward(s, k, slot, slot)
 
     def pair(i, z):
       z = one(2 * i, 0, z, True)
@@ -335,7 +410,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       z = plgpu.layout_cast(jnp.zeros((T, T), f32), wgmma_layout)
     else:
       with jax.named_scope("walk"):
-        z = walk(s)
+        z = walk_ahead(s) if ahead else walk(s)
     if parts != "walk":  # (a probe's floor: the walks alone)
       pl.when(s < steps)(lambda: outputs(s, z))
     return carry
@@ -352,7 +427,8 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 
 @functools.lru_cache(maxsize=None)
 def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None,
-          parts: str = "all", fresh: bool = False, interpret: tuple | None = None):
+          parts: str = "all", fresh: bool = False, interpret: tuple | None = None,
+          ahead: bool = False, reverse_odd: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
@@ -362,7 +438,7 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
     params.update(profile_space=12 * (steps + 2), profile_dir=profile_dir)
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, shared=shared, parts=parts,
-                        ptx=interpret is None),
+                        ptx=interpret is None, ahead=ahead, reverse_odd=reverse_odd),
       out_type=(shape((members, 2, BLOCKS, T, INPUTS), f32),
                 shape((members, 2, BLOCKS, ROWS, T), f32),
                 shape((members, ROWS, T), f32),
@@ -373,8 +449,9 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
                                            **params),
       **({} if interpret is None else {"interpret": plgpu.InterpretGPUParams(**dict(interpret))}),
       scratch_types=[
-          plgpu.SMEM((2, BLOCKS, T, T), f32),  # W0^T's tiles, by slot
-          plgpu.SMEM((2, 2, 2, T, T), bf16, transforms=swizzled),  # x's, by slot
+          plgpu.SMEM((3 if ahead else 2, BLOCKS, T, T), f32),  # W0^T's tiles, by slot
+          plgpu.SMEM((2, 2, T, T) if ahead else (2, 2, 2, T, T), bf16,
+                     transforms=swizzled),  # x's, (by warpgroup,) by slot
           plgpu.SMEM((3, BLOCKS, T, T), bf16, transforms=swizzled),  # dz^T's parts
           plgpu.SMEM((BLOCKS, ROWS, T), f32),  # W1's rows (a class a row), by block
           plgpu.SMEM((2, ROWS, T), f32),  # b1 by class, the learning rate
@@ -382,11 +459,12 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
           plgpu.SMEM((2, 2, ROWS, T), f32),  # partial logits, by step parity
           plgpu.SMEM((2, CLASSES, T), f32),  # the logits, a class a row
           plgpu.SMEM((2, BATCH), f32),  # the step's per-row loss and correct flags
-          plgpu.Barrier(num_barriers=MBARRIERS),
+          plgpu.Barrier(num_barriers=MBARRIERS + 4 if ahead else MBARRIERS),
           plgpu.Barrier(num_arrivals=2),  # both warpgroups' partial logits stored
           plgpu.Barrier(),  # the peer CTA's in (the first warpgroup met it)
           plgpu.ClusterBarrier(collective_axes=("half",), num_barriers=2),
-      ] + descriptors.scratch(fresh))  # (``FRESH_DESCRIPTORS``)
+      ] + ([plgpu.Barrier(num_arrivals=2, num_barriers=2)] if ahead else [])  # x's slots free
+      + descriptors.scratch(fresh))  # (``FRESH_DESCRIPTORS``)
 
 
 def pack(params, lrs):
@@ -432,7 +510,8 @@ def batches(x, labels, orders, steps: int):
 
 
 def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: str = "all",
-                fresh_descriptors: bool | None = None, interpret: tuple | None = None):
+                fresh_descriptors: bool | None = None, interpret: tuple | None = None,
+                ahead: bool | None = None, reverse_odd: bool | None = None):
   """``steps`` SGD steps of every member in one launch: stacked params and lrs as ``pack``
   takes them, xs and onehot from ``batches`` (D = 1: every member on the same batches; D = P:
   each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only.
@@ -442,13 +521,17 @@ def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: 
   ``fresh_descriptors`` (default ``FRESH_DESCRIPTORS``) builds each product's operand
   descriptors where it runs. ``interpret``: None (compiled), else the items of Mosaic GPU's
   ``InterpretGPUParams`` (jax 0.12, with ``tests/mgpu_interpreter.py``'s additions: a CPU
-  run)."""
+  run). ``ahead`` and ``reverse_odd``: the forms of those names (default the module's
+  constants ``AHEAD``, ``REVERSE_ODD``)."""
   members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
   if not shared and xs.shape[0] != members:
     raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
   w0t, w1, small = pack(params, lrs)
   fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
-  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts, fresh, interpret)(
+  ahead = AHEAD if ahead is None else ahead
+  reverse_odd = REVERSE_ODD if reverse_odd is None else reverse_odd
+  w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts, fresh, interpret,
+                                  ahead, reverse_odd)(
       w0t, w1, small, xs, onehot)
   losses = jax.vmap(jax.vmap(common.fixed_order_mean))(metrics[:, :, 0])
   correct = jnp.sum(metrics[:, :, 1], axis=2).astype(jnp.int32)
