@@ -40,8 +40,9 @@ flags.DEFINE_list("forms", [], "Forms of the kernel to compare (FORMS' names; em
 flags.DEFINE_integer("rounds", 3, "With --forms: rounds of timing, the forms alternating.")
 
 # The kernel's forms: train_steps' arguments (the module's constants say which is the default)
-FORMS = {"base": dict(ahead=False, reverse_odd=False), "ahead": dict(ahead=True),
-         "reversed": dict(reverse_odd=True), "ahead_reversed": dict(ahead=True, reverse_odd=True)}
+FORMS = {"base": dict(ahead=False, reverse_odd=False), "ahead": dict(ahead="store"),
+         "ahead_start": dict(ahead="start"), "reversed": dict(reverse_odd=True),
+         "ahead_reversed": dict(ahead="store", reverse_odd=True)}
 
 SHORT, LONG = 10, 110
 CHECK_STEPS = 20

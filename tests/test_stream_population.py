@@ -48,9 +48,9 @@ def test_fresh_descriptors_lower():
   assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
 
 
-@pytest.mark.parametrize("forms", [{"ahead": True}, {"reverse_odd": True},
+@pytest.mark.parametrize("forms", [{"ahead": "store"}, {"ahead": "start"}, {"reverse_odd": True},
                                    {"ahead": True, "reverse_odd": True}],
-                         ids=["ahead", "reversed", "ahead-reversed"])
+                         ids=["ahead", "ahead-start", "reversed", "ahead-reversed"])
 def test_forms_lower(forms):
   """``AHEAD`` (two W0 tiles in flight, x shared: its shared memory fits) and ``REVERSE_ODD``
   lower for Hopper, each a module other than the default's."""
@@ -115,9 +115,11 @@ def test_twin_follows_train_step_in_float64(shared):
 @pytest.mark.skipif(mgpu_interpreter.problem() is not None,
                     reason=str(mgpu_interpreter.problem()))
 @pytest.mark.parametrize("members,steps,shared,forms", [
-    (2, 2, False, {}), (1, 3, True, {}), (2, 2, False, {"ahead": True}),
-    (1, 3, True, {"ahead": True, "reverse_odd": True}), (1, 2, False, {"reverse_odd": True})],
-    ids=["own", "shared", "ahead-own", "ahead-reversed-shared", "reversed-own"])
+    (2, 2, False, {}), (1, 3, True, {}), (2, 2, False, {"ahead": "store"}),
+    (1, 2, False, {"ahead": "start"}), (1, 3, True, {"ahead": "store", "reverse_odd": True}),
+    (1, 2, False, {"reverse_odd": True})],
+    ids=["own", "shared", "ahead-own", "ahead-start-own", "ahead-reversed-shared",
+         "reversed-own"])
 def test_interpreted_kernel_is_near_float64(members, steps, shared, forms):
   """The kernel itself in Mosaic GPU's interpreter (both CTAs of a member and both warpgroups
   of each, with the race detector), in its forms: weights and losses within 1e-6 of its
@@ -241,11 +243,12 @@ def test_probe_compares_forms(monkeypatch, capsys):
   from probes import stream_population as probe
   monkeypatch.setattr(probe, "CHECK_STEPS", 2)
   monkeypatch.setattr(probe.k, "train_steps",
-                      lambda *a, ahead=False, reverse_odd=False: k.reference(*a))
+                      lambda *a, ahead=None, reverse_odd=False: k.reference(*a))
   calls = []
   probe.compare_forms(2, False, ["base", "ahead"], 3,
                       lambda fn, members: calls.append(fn.keywords) or 10.0 * len(calls))
   out = capsys.readouterr().out
   assert "ahead: 2 steps" in out and "the same bits as base" in out
-  assert [c.get("ahead", False) for c in calls] == [False, True, True, False, False, True]
+  assert [c.get("ahead", False) for c in calls] == [False, "store", "store", False, False,
+                                                    "store"]
   assert "median of 3 rounds: base 40.00, ahead 30.00" in out

@@ -101,6 +101,7 @@ FRESH_DESCRIPTORS = descriptors.checked()
 # walk, by inference, held by each tile's chain, not by its copies' rate
 # (docs/design/populations.md). Checked on the CPU in Mosaic GPU's interpreter (jax 0.12).
 AHEAD = False
+AHEAD_AT = "store"  # Where tile k fetches tile k + 2 (``walk_ahead``): "start" or "store"
 REVERSE_ODD = False
 
 
@@ -129,7 +130,8 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
             w0t_out, w1_out, small_out, metrics_out,  # outputs
             wbuf, xk, dz, w1s, small, labels, part, logits, metrics, mb, parts_in, peer_in,
             cluster_bar, *rest,  # scratch
-            steps: int, shared: bool, parts: str, ptx: bool, ahead: bool, reverse_odd: bool):
+            steps: int, shared: bool, parts: str, ptx: bool, ahead: str | None,
+            reverse_odd: bool):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16, wgmma_layout = jnp.float32, jnp.bfloat16, plgpu.Layout.WGMMA
   by_row = plgpu.Layout.WGMMA.reduce(1)  # (64,): one value a row (a unit)
@@ -216,16 +218,22 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     return products(lambda: reversed(split3_in_kernel(w, ptx=ptx)), x_tile(slot, 1),
                     a_refs=False, tb=True)
 
-  def update_and_forward(s, k, w_slot, x_slot):  # Tile k's update, stored back; its forward
+  def update_and_forward(s, k, w_slot, x_slot, stored=None):  # Tile k's update, stored
+    # back (then ``stored()``, if given); its forward
     w = _load(wbuf.at[w_slot, g], wgmma_layout)
     w = w - lr * (gradient(x_slot) * (1.0 / 255.0))
     _store(wbuf.at[w_slot, g], w)
     sync()  # The new tile visible to the copy (which runs beside the forward products)
     plgpu.copy_smem_to_gmem(wbuf.at[w_slot, g], tile(w0t_out, order(s, k)))
+    if stored is not None:
+      stored()
     return forward(w, x_slot)
 
   def walk_ahead(s):  # ``walk`` with two of W0^T's tiles in flight and x's tiles shared: a
     # loop over six tiles (W0^T's slots k mod 3, x's k mod 2, known when the code is built)
+    # W0^T's tile k + 2 is fetched when tile k starts (``ahead`` "start") or once tile k's
+    # store is issued ("store"): then tile k - 1's store, whose slot it takes, has had tile k's
+    # gradient and update to read it, not only tile k - 1's forward.
     def x_bar(slot):  # x's slot's mbarrier of tile j (shared)
       return lambda j: mb.at[MB_X + 2 * slot + j]
 
@@ -235,15 +243,20 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
         fetch_x(s, order(s, k + 1), 1 - x_slot, x_bar(1 - x_slot))
 
       def w_next():  # W0^T's tile k + 2 into tile k - 1's slot, once its store has read it
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+        # (at "store", tile k's own store may still be reading)
+        plgpu.wait_smem_to_gmem(1 if ahead == "store" else 0, wait_read_only=True)
         fetch_w(s, order(s, k + 2), (w_slot + 2) % 3, (w_slot + 2) % 3)
-      if not isinstance(k, int):
+      last = isinstance(k, int)  # (no fetches)
+      if not last:
         pl.when(jnp.logical_and(g == 0, k + 1 < TILES))(x_next)
+      if not last and ahead == "start":
         pl.when(k + 2 < TILES)(w_next)
       plgpu.barrier_wait(bar(w_slot))
       for j in range(2):
         plgpu.barrier_wait(x_bar(x_slot)(j))
-      z = z + update_and_forward(s, k, w_slot, x_slot)
+      late = not last and ahead == "store"
+      stored = (lambda: pl.when(k + 2 < TILES)(w_next)) if late else None
+      z = z + update_and_forward(s, k, w_slot, x_slot, stored)
       plgpu.barrier_arrive(x_free.at[x_slot])  # (its products waited for: done with x's slot)
       return z
 
@@ -428,7 +441,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
 @functools.lru_cache(maxsize=None)
 def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None,
           parts: str = "all", fresh: bool = False, interpret: tuple | None = None,
-          ahead: bool = False, reverse_odd: bool = False):
+          ahead: str | None = None, reverse_odd: bool = False):
   from jax.experimental.pallas import mosaic_gpu as plgpu
   f32, bf16 = jnp.float32, jnp.bfloat16
   swizzled = _swizzled()
@@ -511,7 +524,7 @@ def batches(x, labels, orders, steps: int):
 
 def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: str = "all",
                 fresh_descriptors: bool | None = None, interpret: tuple | None = None,
-                ahead: bool | None = None, reverse_odd: bool | None = None):
+                ahead: str | bool | None = None, reverse_odd: bool | None = None):
   """``steps`` SGD steps of every member in one launch: stacked params and lrs as ``pack``
   takes them, xs and onehot from ``batches`` (D = 1: every member on the same batches; D = P:
   each its own). Returns (params, losses (P, steps), correct (P, steps) int32). Hopper only.
@@ -521,14 +534,18 @@ def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: 
   ``fresh_descriptors`` (default ``FRESH_DESCRIPTORS``) builds each product's operand
   descriptors where it runs. ``interpret``: None (compiled), else the items of Mosaic GPU's
   ``InterpretGPUParams`` (jax 0.12, with ``tests/mgpu_interpreter.py``'s additions: a CPU
-  run). ``ahead`` and ``reverse_odd``: the forms of those names (default the module's
-  constants ``AHEAD``, ``REVERSE_ODD``)."""
+  run). ``ahead`` (True, "start", "store" or False: ``AHEAD``'s form and where it fetches,
+  True the module's ``AHEAD_AT``; default ``AHEAD``) and ``reverse_odd`` (default ``REVERSE_ODD``):
+  the forms of those names."""
   members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
   if not shared and xs.shape[0] != members:
     raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
   w0t, w1, small = pack(params, lrs)
   fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
   ahead = AHEAD if ahead is None else ahead
+  ahead = (AHEAD_AT if ahead is True else ahead) or None
+  if ahead not in (None, "start", "store"):
+    raise ValueError(f"ahead: 'start', 'store' or False, not {ahead!r}")
   reverse_odd = REVERSE_ODD if reverse_odd is None else reverse_odd
   w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts, fresh, interpret,
                                   ahead, reverse_odd)(
