@@ -5,8 +5,9 @@ Now (H100, jax 0.11.2, 2026-12-07): ``experiments.check_kernels --only=stream_po
 passes 12/12; a step takes 59.4 us at 64 members and 454.1 at 512, 2.46x and 2.06x xla's
 networks/s in ``population_bench`` (docs/design/populations.md). Its walks over W0 wait, by
 inference, on each tile's chain (one tile in flight a warpgroup), not on HBM's rate: walking odd
-steps in reverse, which takes a third off W0's copies alone, left the step as it was
-(2026-12-08). First run on an H200 (2026-11-29): 65.0 us a step at 64 members (XLA 182.1) and
+steps in reverse (``REVERSE_ODD``), which takes a third off W0's copies alone, left the step as
+it was (2026-12-08). ``AHEAD``, two tiles in flight a warpgroup, is built and checked on the CPU
+in Mosaic GPU's interpreter, not yet run on a GPU; both forms are off by default. First run on an H200 (2026-11-29): 65.0 us a step at 64 members (XLA 182.1) and
 58.2 at 8 (XLA 55.0); a population's epoch at 64 members 66.4 ms against a cluster a member's
 71.5 (``cluster_mlp_mgpu``) and xla's 148.3, at 128 members 131.5 against 142.0 and 259.4, at
 32 61.6 against 37.6. It is the path (``jaxshallow.paths.population``) for 64, 128, 256 or 512
