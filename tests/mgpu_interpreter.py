@@ -64,6 +64,29 @@ def install() -> None:
   _INSTALLED = True
 
 
+def in_own_process(request, timeout: float = 300) -> bool:
+  """Runs the calling test's case in a fresh pytest process, unless this is that process (then
+  False: run it here). A process that interprets several kernels stalled at its fourth, twice
+  (2026-12-08): XLA's CPU pool has a thread a CPU, and warpgroups' computations waiting at a
+  barrier in its threads left none for the ones that would arrive (py-spy showed both pool
+  threads in barrier callbacks, the other warpgroups' computations waiting to run). Alone,
+  every case passed. A case that runs past ``timeout`` fails as stalled."""
+  import subprocess
+  import sys
+  if os.environ.get("JAXSHALLOW_INTERPRETER_CHILD") == "1":
+    return False
+  env = {**os.environ, "JAXSHALLOW_INTERPRETER_CHILD": "1"}
+  cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+         request.node.nodeid]
+  try:
+    done = subprocess.run(cmd, env=env, cwd=request.config.rootpath, capture_output=True,
+                          text=True, timeout=timeout)
+  except subprocess.TimeoutExpired:
+    raise AssertionError(f"{request.node.name} stalled in the interpreter ({timeout:.0f} s)")
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+  return True
+
+
 def races_found() -> bool:
   """Whether the race detector recorded a race."""
   from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks
