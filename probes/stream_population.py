@@ -30,7 +30,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("members", ["8", "64", "128"], "Population sizes.")
 flags.DEFINE_bool("shared", False, "Every member on the same batches (else each its own).")
 flags.DEFINE_bool("profile", False, "Time each scope of a step with Mosaic GPU's profiler "
-                  "instead (3 steps; the profiler's own cost included).")
+                  "instead (1 step, 2 walks; the profiler's own cost included).")
 flags.DEFINE_bool("floor", False, "Also time the kernel with only its walks over W0 and with "
                   "only its output layer (wrong numbers: what each costs alone).")
 flags.DEFINE_string("profile_dir", "/tmp/stream_population", "Where the profiler writes traces.")
@@ -140,11 +140,13 @@ def main(argv):
             f"{alone:.1f} us a step", flush=True)
 
 
-SCOPES = ("walk", "sums", "exchange", "softmax", "backward")
+SCOPES = ("walk", "w1_rows", "h_parts", "partial_logits", "partial_rows", "exchange", "logits",
+          "softmax", "backward", "dz_parts")
 
 
-def profile(members: int, shared: bool, trace_dir: str, steps: int = 3):
-  """Each scope's time a step (the median, and the largest, over warpgroups and steps), a
+def profile(members: int, shared: bool, trace_dir: str, steps: int = 1):
+  """Each scope's time a step (the median, and the largest, over warpgroups and steps; one
+  step: the profiler's buffer takes shared memory, which the kernel leaves little of), a
   step's traced span, and how far apart the warpgroups' first events are (a launch in two
   waves shows as about the whole launch's time apart)."""
   import os

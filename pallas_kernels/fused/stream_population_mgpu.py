@@ -348,16 +348,20 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     # parts in dz's buffer: the walk has read dz), over PAIRS of parts. A sum over the units on
     # the CUDA cores crosses the warps through a scratch memory, class by class (17.7 of a
     # step's 117 us under the profiler, the warpgroups one after the other).
-    with jax.named_scope("sums"):
-      w1t, prod = wbuf.at[0, g], wbuf.at[1, g]  # (rows past the classes: what the slot held)
+    # (The named scopes: a profile's parts of the output layer, probes.stream_population
+    # --profile.)
+    w1t, prod = wbuf.at[0, g], wbuf.at[1, g]  # (rows past the classes: what the slot held)
+    with jax.named_scope("w1_rows"):
       def w1_row(k, carry):
         w1t.at[k][...] = _load(w1s.at[g, k], by_col)
         return carry
       classes(w1_row, None)
+    with jax.named_scope("h_parts"):
       for i, p in enumerate(split3_in_kernel(hb, ptx=ptx)):
         dz.at[i, g][...] = p
       sync()  # (W1^T's rows read by other threads, h's parts by the tensor cores)
 
+    with jax.named_scope("partial_logits"):
       def run(acc):
         w_parts = split3_in_kernel(_load(w1t, wgmma_layout), ptx=ptx)
         zero = descriptors.read(zero_s)  # (``FRESH_DESCRIPTORS``)
@@ -368,6 +372,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
       _store(prod, pl.run_scoped(run, plgpu.ACC((T, T), f32)))
       sync()
 
+    with jax.named_scope("partial_rows"):
       def partial_logits(k, carry):
         part.at[parity, g, k][...] = _load(prod.at[k], by_col)
         return carry
@@ -380,13 +385,14 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     # holds one class's at a time (a loop, not unrolled) and the logits wait in shared memory.
     logit = lambda k: _load(logits.at[g, k], by_col)
     label = lambda k: _load(labels.at[g, k], by_col)
-    with jax.named_scope("softmax"):
+    with jax.named_scope("logits"):
       for k in range(CLASSES):  # Half 0's partials (by warpgroup), half 1's, then b1: the same
         # bits in every warpgroup (reference adds the halves' sums, then b1)
         terms = [_load(plgpu.cluster_ref(part.at[parity, wg, k], {"half": half}), by_col)
                  for half in range(2) for wg in range(2)]
         logits.at[g, k][...] = functools.reduce(jnp.add, terms) + _load(small.at[g, k], by_col)
       sync()
+    with jax.named_scope("softmax"):
       top = classes(lambda k, top: jnp.maximum(top, logit(k)), logit(0), start=1)
       plgpu.barrier_wait(bar(MB_LABELS))
 
@@ -415,6 +421,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
                                - lr * jnp.sum(cols_of(dl), axis=1))
         return dh
       dh = classes(backward, plgpu.layout_cast(jnp.zeros((T, T), f32), wgmma_layout))
+    with jax.named_scope("dz_parts"):
       for i, p in enumerate(split3_in_kernel(jnp.where(hb > 0.0, dh, 0.0), ptx=ptx)):
         dz.at[i, g][...] = p
       sync()  # dz's parts before the tensor cores read them
@@ -449,7 +456,9 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
   shape = jax.ShapeDtypeStruct
   params = {}
   if profile_dir:  # Mosaic GPU's profiler: each named scope's start and end a warpgroup
-    params.update(profile_space=12 * (steps + 2), profile_dir=profile_dir)
+    # (events a warpgroup, a scope's start and end one each: the walk's and the output layer's
+    # nine a step, 20; each takes 32 bytes of shared memory, which leaves about 90: one step)
+    params.update(profile_space=20 * (steps + 2), profile_dir=profile_dir)
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, shared=shared, parts=parts,
                         ptx=interpret is None, ahead=ahead, reverse_odd=reverse_odd),

@@ -6,8 +6,8 @@
 # members, 2026-12-08): by inference each tile's chain holds the walk, not its copies' rate.
 # First the check with AHEAD on (12 cases, float64 bounds, the same bits twice); then the forms
 # alternating in one process (probes.stream_population --forms: each checked against the twin
-# and against base's bits; 3 rounds); then a profile of the default form's scopes at 64 members
-# (where the output layer's 24 us go); then, if AHEAD passed and was faster at both sizes, the
+# and against base's bits; 3 rounds); then profiles of the default form's and AHEAD's scopes at
+# 64 members (the walk, and the output layer's 24 us in nine parts; one step); then, if AHEAD passed and was faster at both sizes, the
 # population bench's default paths with it on. Checkout root, MNIST in .data/data (carried);
 # about 8 minutes. Prepared 2026-12-08 (second session; CPU only: no device lent).
 set -u
@@ -23,6 +23,8 @@ timeout 330 python3 -m probes.stream_population --forms=base,ahead,ahead_start,a
   --members=64,512 --rounds=3 2>&1 | grep -v -i warn | tee $OUT/forms.txt
 timeout 90 python3 -m probes.stream_population --profile --members=64 2>&1 | grep -v -i warn \
   | tee $OUT/profile.txt
+timeout 90 $with "$A" probes.stream_population --profile --members=64 2>&1 | grep -v -i warn \
+  | tee $OUT/profile_ahead.txt
 faster() {  # ahead's median under base's at both sizes
   python3 - $OUT/forms.txt <<'PY'
 import re, sys
