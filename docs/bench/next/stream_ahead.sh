@@ -9,7 +9,7 @@
 # and against base's bits; 3 rounds); then profiles of the default form's and AHEAD's scopes at
 # 64 members (the walk, and the output layer's 24 us in nine parts; one step); then, if AHEAD passed and was faster at both sizes, the
 # population bench's default paths with it on. Checkout root, MNIST in .data/data (carried);
-# about 8 minutes. Prepared 2026-12-08 (second session; CPU only: no device lent).
+# about 9 minutes. Prepared 2026-12-08 (second session; CPU only: no device lent).
 set -u
 export PYTHONPATH=. JAXSHALLOW_DATA_DIR=$PWD/.data/data
 with="python3 docs/bench/next/with_constants.py"
@@ -25,6 +25,18 @@ timeout 90 python3 -m probes.stream_population --profile --members=64 2>&1 | gre
   | tee $OUT/profile.txt
 timeout 90 $with "$A" probes.stream_population --profile --members=64 2>&1 | grep -v -i warn \
   | tee $OUT/profile_ahead.txt
+# AHEAD's PTX (its walk unrolls six tiles, where the default's unrolls two; ptxas spilled
+# across unrolled tiles before, 2026-11-29): read with probes.spills on any machine
+for at in store start; do
+  MOSAIC_GPU_DUMP_PTX=1 MOSAIC_GPU_DUMP_TO=$OUT/ptx_ahead_$at timeout 60 python3 - $at <<'PY' \
+    > /dev/null 2>&1
+import sys, jax
+from probes import stream_population as p
+from pallas_kernels.fused import stream_population_mgpu as k
+jax.block_until_ready(k.train_steps(*p.problem(2, 1, False), ahead=sys.argv[1]))
+PY
+  ls $OUT/ptx_ahead_$at | head -3
+done
 faster() {  # ahead's median under base's at both sizes
   python3 - $OUT/forms.txt <<'PY'
 import re, sys
