@@ -64,6 +64,13 @@ def scope_times(spans, names):
   return [(name, statistics.median(v), max(v)) for name, v in times if v]
 
 
+def per_walk(spans, name: str, walks: int) -> float:
+  """The median over traced threads of a scope's total time a walk (its occurrences in a thread
+  summed, over ``walks``): for scopes that a walk runs many times."""
+  totals = [sum(ts) / walks for (_, n), ts in spans.items() if n == name]
+  return statistics.median(totals)
+
+
 def traced_span(first, last, count: int):
   """(median, largest) over the traced threads of their first-to-last span over ``count``."""
   span = [(last[c] - first[c]) / count for c in first]

@@ -23,21 +23,26 @@ from absl import flags
 
 from jaxshallow import mlp
 from jaxshallow.run import cli
+from jaxshallow.run.config import ConfigError
 from pallas_kernels.fused import stream_population_mgpu as k
 from probes import hopper
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("members", ["8", "64", "128"], "Population sizes.")
-flags.DEFINE_bool("shared", False, "Every member on the same batches (else each its own).")
-flags.DEFINE_bool("profile", False, "Time each scope of a step with Mosaic GPU's profiler "
-                  "instead (1 step, 2 walks; the profiler's own cost included).")
-flags.DEFINE_bool("floor", False, "Also time the kernel with only its walks over W0 and with "
-                  "only its output layer (wrong numbers: what each costs alone).")
-flags.DEFINE_string("profile_dir", "/tmp/stream_population", "Where the profiler writes traces.")
-flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
-flags.DEFINE_list("forms", [], "Forms of the kernel to compare (FORMS' names; empty: the "
-                  "module's defaults alone).")
-flags.DEFINE_integer("rounds", 3, "With --forms: rounds of timing, the forms alternating.")
+
+
+def define_flags():  # (at run time only: tests import this module beside other scripts' flags)
+  flags.DEFINE_list("members", ["8", "64", "128"], "Population sizes.")
+  flags.DEFINE_bool("shared", False, "Every member on the same batches (else each its own).")
+  flags.DEFINE_bool("profile", False, "Time each scope of a step with Mosaic GPU's profiler "
+                    "instead (1 step, 2 walks; the profiler's own cost included).")
+  flags.DEFINE_bool("floor", False, "Also time the kernel with only its walks over W0 and with "
+                    "only its output layer (wrong numbers: what each costs alone).")
+  flags.DEFINE_string("profile_dir", "/tmp/stream_population",
+                      "Where the profiler writes traces.")
+  flags.DEFINE_integer("repeats", 5, "Timed launches of each (median).")
+  flags.DEFINE_list("forms", [], "Forms of the kernel to compare (FORMS' names; empty: the "
+                    "module's defaults alone).")
+  flags.DEFINE_integer("rounds", 3, "With --forms: rounds of timing, the forms alternating.")
 
 # The kernel's forms: train_steps' arguments (the module's constants say which is the default)
 FORMS = {"base": dict(ahead=False, reverse_odd=False), "ahead": dict(ahead="store"),
@@ -106,9 +111,13 @@ def compare_forms(members: int, shared: bool, names, rounds: int, us_per_step):
 def main(argv):
   del argv
   sizes = cli.ints("members", FLAGS.members)
-  cli.at_least("repeats", FLAGS.repeats, 1)
+  cli.at_least("--repeats", FLAGS.repeats, 1)
   cli.at_least("--rounds", FLAGS.rounds, 1)
   cli.known("--forms", FLAGS.forms, FORMS, empty=True)
+  if len(set(FLAGS.forms)) < len(FLAGS.forms):
+    raise ConfigError(f"--forms names a form twice: {','.join(FLAGS.forms)}")
+  if FLAGS.forms and (FLAGS.profile or FLAGS.floor):
+    raise ConfigError("--forms times whole steps: not with --profile or --floor")
   d = hopper.require_hopper("probes.stream_population")
   kind = "one set of batches" if FLAGS.shared else "each member its own batches"
   print(f"{d.device_kind}, jax {jax.__version__}: {kind}")
@@ -140,8 +149,9 @@ def main(argv):
             f"{alone:.1f} us a step", flush=True)
 
 
-SCOPES = ("walk", "w1_rows", "h_parts", "partial_logits", "partial_rows", "exchange", "logits",
-          "softmax", "backward", "dz_parts")
+SCOPES = ("walk", "prefetch", "tile_wait", "w1_rows", "h_parts", "partial_logits",
+          "partial_rows", "exchange", "logits", "softmax", "backward", "dz_parts")
+TILE_SCOPES = ("prefetch", "tile_wait")  # A walk's tiles' (12 prefetches, 13 waits)
 
 
 def profile(members: int, shared: bool, trace_dir: str, steps: int = 1):
@@ -158,14 +168,23 @@ def profile(members: int, shared: bool, trace_dir: str, steps: int = 1):
   jax.block_until_ready(jax.jit(fn)(*args))
   spans, first, last = hopper.trace_spans(trace_dir)
   print(f"  {members} members, profile of {steps} steps ({steps + 1} walks), {len(first)} "
-        f"traced threads, descriptors built before the walk: us, median (largest)")
-  for name, median, largest in hopper.scope_times(spans, SCOPES):
-    print(f"    {name:9s} {median:8.2f} ({largest:8.2f})")
+        f"traced threads, descriptors built before the walk: us, median (largest); a tile's "
+        f"scopes also summed over a walk (the median of each thread's walks)")
+  times = dict((name, (median, largest)) for name, median, largest
+               in hopper.scope_times(spans, SCOPES))
+  for name in SCOPES:
+    if name in times:
+      median, largest = times[name]
+      walk = ""
+      if name in TILE_SCOPES:
+        walk = f"  {hopper.per_walk(spans, name, steps + 1):8.2f} a walk"
+      print(f"    {name:14s} {median:8.2f} ({largest:8.2f}){walk}")
   median, largest = hopper.traced_span(first, last, steps + 1)
   starts = sorted(first.values())
-  print(f"    {'step':9s} {median:8.2f} ({largest:8.2f}) traced; the threads' first events "
+  print(f"    {'step':14s} {median:8.2f} ({largest:8.2f}) traced; the threads' first events "
         f"{starts[-1] - starts[0]:.1f} us apart", flush=True)
 
 
 if __name__ == "__main__":
+  define_flags()
   cli.run(main)

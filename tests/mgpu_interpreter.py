@@ -5,8 +5,9 @@ are static, but by then they are numbers) and reads of the peer CTA's shared mem
 patches two private functions of jax, for the versions ``problem`` admits.
 
 With it the kernel, 2 CTAs of 2 warpgroups, runs a step of one member in about 6 s on this
-project's 2-core machine, within 2e-8 of its float64 twin, and with the race detector on
-(``detect_races``) finds no race between the warpgroups (2026-12-08)."""
+project's 2-core machine, its weights and losses within 1e-6 of their float64 twin's largest
+(2026-12-08). The race detector (``detect_races``) checks its copies, stores and mbarriers;
+in jax 0.12.1 it keeps no clocks for wgmma, so reads by the tensor cores go unchecked."""
 
 from __future__ import annotations
 
@@ -24,10 +25,16 @@ def problem() -> str | None:
   from pallas_kernels import common
   if common.jax_version() < (0, 12):  # jax 0.11's takes no register operand in a wgmma
     return "Mosaic GPU's interpreter runs this kernel from jax 0.12"
-  from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks
-  params = list(inspect.signature(gpu_callbacks._get).parameters)
-  if params[:5] != ["token", "mesh_location", "thread", "allocation_key_as_array",
-                    "transforms"]:
+  try:
+    from jax._src.pallas.mosaic_gpu import core as gpu_core
+    from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks, shared_memory
+    params = list(inspect.signature(gpu_callbacks._get).parameters)
+    known = (gpu_callbacks._validate_transforms, gpu_core.ClusterRefTransform,
+             shared_memory.HostAllocationKey)
+  except (ImportError, AttributeError):
+    known = params = None
+  if not known or params[:5] != ["token", "mesh_location", "thread", "allocation_key_as_array",
+                                 "transforms"]:
     return "this jax's interpreter is not the one these additions were written for (jax 0.12)"
   return None
 
@@ -71,19 +78,26 @@ def in_own_process(request, timeout: float = 300) -> bool:
   barrier in its threads left none for the ones that would arrive (py-spy showed both pool
   threads in barrier callbacks, the other warpgroups' computations waiting to run). Alone,
   every case passed. A case that runs past ``timeout`` fails as stalled."""
+  import fcntl
   import subprocess
   import sys
+  import tempfile
   if os.environ.get("JAXSHALLOW_INTERPRETER_CHILD") == "1":
     return False
   env = {**os.environ, "JAXSHALLOW_INTERPRETER_CHILD": "1"}
   cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
          request.node.nodeid]
-  try:
-    done = subprocess.run(cmd, env=env, cwd=request.config.rootpath, capture_output=True,
-                          text=True, timeout=timeout)
-  except subprocess.TimeoutExpired:
-    raise AssertionError(f"{request.node.name} stalled in the interpreter ({timeout:.0f} s)")
-  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+  # One case at a time on the machine, whatever pytest's workers: two at once stalled
+  lock = os.path.join(tempfile.gettempdir(), "jaxshallow-interpreter.lock")
+  with open(lock, "w") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+      done = subprocess.run(cmd, env=env, cwd=request.config.rootpath, capture_output=True,
+                            text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+      raise AssertionError(f"{request.node.name} stalled in the interpreter ({timeout:.0f} s)")
+  assert done.returncode == 0 and "1 passed" in done.stdout, (
+      done.stdout[-3000:] + done.stderr[-2000:])
   return True
 
 

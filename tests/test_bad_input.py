@@ -206,6 +206,8 @@ CASES = [
     ("probes.stream_population", ["--repeats=0"], "repeats must be at least 1"),
     ("probes.stream_population", ["--rounds=0"], "--rounds must be at least 1"),
     ("probes.stream_population", ["--forms=base,sideways"], "unknown --forms sideways"),
+    ("probes.stream_population", ["--forms=base,base"], "--forms names a form twice"),
+    ("probes.stream_population", ["--forms=base", "--floor"], "not with --profile or --floor"),
     ("probes.weight_stream", ["--rows=100"], "--rows must be a positive multiple of 64"),
     ("probes.weight_stream", ["--cols=256"], "--cols must be 64 or 128"),
     ("probes.weight_stream", ["--form=registers", "--warpgroups=3"], "--warpgroups must be 1 or 2"),

@@ -64,6 +64,22 @@ def test_forms_lower(forms):
   assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
 
 
+def test_forms_are_distinct_modules():
+  """Each form (and where ``AHEAD`` fetches) lowers to a module of its own: none is dropped."""
+  f32, shape = jnp.float32, jax.ShapeDtypeStruct
+  params = [{"w": shape((2, a, b), f32), "b": shape((2, b), f32)}
+            for a, b in zip(SIZES[:-1], SIZES[1:])]
+  args = (params, shape((2,), f32), shape((2, 2, k.BATCH, k.INPUTS), jnp.bfloat16),
+          shape((2, 2, k.ROWS, k.BATCH), f32))
+  forms = [{}, {"ahead": "store"}, {"ahead": "start"}, {"reverse_odd": True},
+           {"ahead": "store", "reverse_odd": True}]
+  texts = {jax.jit(lambda *a, f=f: k.train_steps(*a, **f)).trace(*args)
+           .lower(lowering_platforms=("cuda",)).as_text() for f in forms}
+  assert len(texts) == len(forms)
+  with pytest.raises(ValueError, match="ahead: 'start', 'store' or False"):
+    k.train_steps(*args, ahead="sideways")
+
+
 def _population(rng, members):
   keys = jax.random.split(jax.random.key(int(rng.integers(1 << 30))), members)
   params = jax.vmap(lambda key: mlp.init_mlp(key, SIZES))(keys)
@@ -254,3 +270,11 @@ def test_probe_compares_forms(monkeypatch, capsys):
   assert [c.get("ahead", False) for c in calls] == [False, "store", "store", False, False,
                                                     "store"]
   assert "median of 3 rounds: base 40.00, ahead 30.00" in out
+
+
+def test_profile_sums_a_tile_scope_over_a_walk():
+  """``hopper.per_walk``: a scope that a walk runs many times, summed a thread and walk."""
+  from probes import hopper
+  spans = {(0, "tile_wait"): [1.0, 2.0, 3.0, 4.0], (1, "tile_wait"): [2.0] * 4,
+           (2, "tile_wait"): [5.0] * 4, (0, "walk"): [9.0, 9.0]}
+  assert hopper.per_walk(spans, "tile_wait", walks=2) == 5.0  # (median of 5, 4, 10)

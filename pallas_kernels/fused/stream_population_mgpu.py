@@ -6,11 +6,12 @@ passes 12/12; a step takes 59.4 us at 64 members and 454.1 at 512, 2.46x and 2.0
 networks/s in ``population_bench`` (docs/design/populations.md). Its walks over W0 wait, by
 inference, on each tile's chain (one tile in flight a warpgroup), not on HBM's rate: walking odd
 steps in reverse (``REVERSE_ODD``), which takes a third off W0's copies alone, left the step as
-it was (2026-12-08). ``AHEAD``, two tiles in flight a warpgroup, is built and checked on the CPU
-in Mosaic GPU's interpreter, not yet run on a GPU; both forms are off by default. First run on an H200 (2026-11-29): 65.0 us a step at 64 members (XLA 182.1) and
-58.2 at 8 (XLA 55.0); a population's epoch at 64 members 66.4 ms against a cluster a member's
-71.5 (``cluster_mlp_mgpu``) and xla's 148.3, at 128 members 131.5 against 142.0 and 259.4, at
-32 61.6 against 37.6. It is the path (``jaxshallow.paths.population``) for 64, 128, 256 or 512
+it was (2026-12-08). ``AHEAD``, two tiles in flight a warpgroup, is built and run on the CPU in
+Mosaic GPU's interpreter, not yet on a GPU; both forms are off by default. First run on an H200
+(2026-11-29): 65.0 us a step at 64 members (XLA 182.1) and 58.2 at 8 (XLA 55.0); a
+population's epoch at 64 members 66.4 ms against a cluster a member's 71.5
+(``cluster_mlp_mgpu``) and xla's 148.3, at 128 members 131.5 against 142.0 and 259.4, at 32
+61.6 against 37.6. It is the path (``jaxshallow.paths.population``) for 64, 128, 256 or 512
 members a GPU on H200s and the H100 with jax 0.11 and 0.12, where it was measured
 (docs/design/populations.md; on the H100 1-2 % ahead; with jax 0.12.1 on the H100 only,
 2026-12-07h).
@@ -25,8 +26,9 @@ jax 0.11.2).
 Each member is a cluster of two CTAs (grid ``member``, cluster ``half``); CTA h owns units
 128 h .. 128 h + 127 as two blocks of 64, W0^T's rows (units) by 832 inputs, with b0 as input
 784 (the images' input 784 is 255, so x W0 / 255 adds b0), a warpgroup a block. A step s of a
-launch walks W0^T in 13 tiles of 64 inputs, two in flight by TMA (each warpgroup its own
-copies); for each tile and block:
+launch walks W0^T in 13 tiles of 64 inputs through two slots, one tile in flight by TMA while
+the other is worked on (each warpgroup its own copies; ``AHEAD``: three slots, two in flight,
+x's tiles shared); for each tile and block:
 
   gradient  dW0^T = dz_{s-1}[:, block]^T x_{s-1}[:, k] on the tensor cores: dz's three
             bfloat16 parts (exact) against the pixels (integers, exact in one part); zero at
@@ -97,10 +99,11 @@ FRESH_DESCRIPTORS = descriptors.checked()
 # slots (32 KB, was 64; warpgroup 0 fetches them once both are done with the slot), the same
 # shared memory. With ``REVERSE_ODD`` odd steps walk the tiles last to first: the tiles a walk
 # wrote last are the next walk's first, still in L2 (64 members' W0 is 54 MB, about the L2's
-# 50), and the forward's sums run in the other order (other bits, as exact). Both off until
-# timed on a GPU: walking in reverse alone left the step as it was (H100, 2026-12-08), the
-# walk, by inference, held by each tile's chain, not by its copies' rate
-# (docs/design/populations.md). Checked on the CPU in Mosaic GPU's interpreter (jax 0.12).
+# 50), and the forward's sums run in the other order (other bits, as exact). Both off:
+# walking in reverse alone passed the GPU checks and left the step as it was (H100, 2026-12-08),
+# the walk, by inference, held by each tile's chain, not by its copies' rate
+# (docs/design/populations.md); ``AHEAD`` has run only on the CPU, in Mosaic GPU's
+# interpreter (jax 0.12), not yet on a GPU.
 AHEAD = False
 AHEAD_AT = "store"  # Where tile k fetches tile k + 2 (``walk_ahead``): "start" or "store"
 REVERSE_ODD = False
@@ -238,7 +241,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     def x_bar(slot):  # x's slot's mbarrier of tile j (shared)
       return lambda j: mb.at[MB_X + 2 * slot + j]
 
-    def one(k, w_slot, x_slot, z):  # (k traced in the loop, the last tile's known)
+    def one(k, w_slot, x_slot, z, last=False):  # (last: the walk's last tile, no fetches)
       def x_next():  # x's tile k + 1 into the other slot, once both are done with tile k - 1
         pl.when(k > 0)(lambda: plgpu.barrier_wait(x_free.at[1 - x_slot]))
         fetch_x(s, order(s, k + 1), 1 - x_slot, x_bar(1 - x_slot))
@@ -247,14 +250,15 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
         # (at "store", tile k's own store may still be reading)
         plgpu.wait_smem_to_gmem(1 if ahead == "store" else 0, wait_read_only=True)
         fetch_w(s, order(s, k + 2), (w_slot + 2) % 3, (w_slot + 2) % 3)
-      last = isinstance(k, int)  # (no fetches)
-      if not last:
-        pl.when(jnp.logical_and(g == 0, k + 1 < TILES))(x_next)
-      if not last and ahead == "start":
-        pl.when(k + 2 < TILES)(w_next)
-      plgpu.barrier_wait(bar(w_slot))
-      for j in range(2):
-        plgpu.barrier_wait(x_bar(x_slot)(j))
+      with jax.named_scope("prefetch"):  # (a profile's scopes: probes.stream_population)
+        if not last:
+          pl.when(jnp.logical_and(g == 0, k + 1 < TILES))(x_next)
+        if not last and ahead == "start":
+          pl.when(k + 2 < TILES)(w_next)
+      with jax.named_scope("tile_wait"):
+        plgpu.barrier_wait(bar(w_slot))
+        for j in range(2):
+          plgpu.barrier_wait(x_bar(x_slot)(j))
       late = not last and ahead == "store"
       stored = (lambda: pl.when(k + 2 < TILES)(w_next)) if late else None
       z = z + update_and_forward(s, k, w_slot, x_slot, stored)
@@ -272,7 +276,7 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     z = plgpu.layout_cast(jnp.zeros((T, T), jnp.float32), wgmma_layout)
     z = lax.fori_loop(0, TILES // 6, six, z)
     assert TILES % 6 == 1
-    z = one(TILES - 1, 0, 0, z)  # (13 tiles: the last one alone)
+    z = one(TILES - 1, 0, 0, z, last=True)  # (13 tiles: the last one alone)
 
     @pl.when(g == 0)
     def _():  # Both done with the walk's last two x tiles before the next walk's fetches
@@ -286,10 +290,12 @@ def _kernel(w0t_in, w1_in, small_in, x_in, labels_in,  # inputs (global memory)
     # 13 tiles unrolled: ptxas held values of one tile across the next and spilled (2026-11-29)
     def one(k, slot, z, prefetch):
       if prefetch:  # Tile k + 1 into the other slot, once tile k - 1 is done with it
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # (its store has read W0^T's tile)
-        fetch(s, k + 1, 1 - slot)
-      for j in range(3):
-        plgpu.barrier_wait(bar(MB_TILE + 3 * slot + j))
+        with jax.named_scope("prefetch"):  # (a profile's scopes: probes.stream_population)
+          plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # (its store has read W0^T's tile)
+          fetch(s, k + 1, 1 - slot)
+      with jax.named_scope("tile_wait"):
+        for j in range(3):
+          plgpu.barrier_wait(bar(MB_TILE + 3 * slot + j))
       return z + update_and_forward(s, k, slot, slot)
 
     def pair(i, z):
@@ -456,9 +462,10 @@ def _call(members: int, steps: int, shared: bool, profile_dir: str | None = None
   shape = jax.ShapeDtypeStruct
   params = {}
   if profile_dir:  # Mosaic GPU's profiler: each named scope's start and end a warpgroup
-    # (events a warpgroup, a scope's start and end one each: the walk's and the output layer's
-    # nine a step, 20; each takes 32 bytes of shared memory, which leaves about 90: one step)
-    params.update(profile_space=20 * (steps + 2), profile_dir=profile_dir)
+    # (scopes a warpgroup, each of 32 bytes of shared memory, of which the kernel leaves room
+    # for about 90: a walk's own, its 12 prefetches and 13 waits for tiles, 26, in steps + 1
+    # walks; the output layer's 9 a step; 61 for one step)
+    params.update(profile_space=36 * (steps + 1), profile_dir=profile_dir)
   return plgpu.kernel(
       functools.partial(_kernel, steps=steps, shared=shared, parts=parts,
                         ptx=interpret is None, ahead=ahead, reverse_odd=reverse_odd),
@@ -550,12 +557,12 @@ def train_steps(params, lrs, xs, onehot, profile_dir: str | None = None, parts: 
   members, steps, shared = params[0]["w"].shape[0], xs.shape[1], xs.shape[0] == 1
   if not shared and xs.shape[0] != members:
     raise ValueError(f"batches for 1 or {members} members, got {xs.shape[0]}")
-  w0t, w1, small = pack(params, lrs)
-  fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
   ahead = AHEAD if ahead is None else ahead
   ahead = (AHEAD_AT if ahead is True else ahead) or None
   if ahead not in (None, "start", "store"):
     raise ValueError(f"ahead: 'start', 'store' or False, not {ahead!r}")
+  w0t, w1, small = pack(params, lrs)
+  fresh = FRESH_DESCRIPTORS if fresh_descriptors is None else fresh_descriptors
   reverse_odd = REVERSE_ODD if reverse_odd is None else reverse_odd
   w0t, w1, small, metrics = _call(members, steps, shared, profile_dir, parts, fresh, interpret,
                                   ahead, reverse_odd)(
