@@ -67,10 +67,13 @@ def problem(members: int, steps: int, shared: bool, seed: int = 0):
   return (params, lrs, *k.batches(x, y, orders, steps))
 
 
-def check(members: int, shared: bool, fn=k.train_steps, with_results: bool = False):
+def same_bits(a, b) -> bool:
+  return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def check(members: int, shared: bool, fn=k.train_steps):
   """The kernel's losses and weights against the twin's in float32 (the largest relative
-  error over the members), and whether a second run gives the same bits (and the results,
-  ``with_results``)."""
+  error over the members), whether a second run gives the same bits, and the results."""
   args = problem(members, CHECK_STEPS, shared)
   run = jax.jit(fn)
   got = jax.block_until_ready(run(*args))
@@ -78,9 +81,7 @@ def check(members: int, shared: bool, fn=k.train_steps, with_results: bool = Fal
   err = max(float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64))
                   / max(np.linalg.norm(np.asarray(b, np.float64)), 1e-30))
             for a, b in zip(jax.tree.leaves(got[:2]), jax.tree.leaves(want[:2])))
-  same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(got),
-                                                  jax.tree.leaves(run(*args))))
-  return (err, same, got) if with_results else (err, same)
+  return err, same_bits(got, run(*args)), got
 
 
 def compare_forms(members: int, shared: bool, names, rounds: int, us_per_step):
@@ -89,12 +90,11 @@ def compare_forms(members: int, shared: bool, names, rounds: int, us_per_step):
   fns = {n: functools.partial(k.train_steps, **FORMS[n]) for n in names}
   first = None
   for n, fn in fns.items():
-    err, same, got = check(members, shared, fn, with_results=True)
+    err, same, got = check(members, shared, fn)
     if first is None:
       first, alike = got, "the first form"
     else:
-      alike = ("the same bits as " if all(np.array_equal(a, b) for a, b in zip(
-          jax.tree.leaves(got), jax.tree.leaves(first))) else "other bits than ") + names[0]
+      alike = ("the same bits as " if same_bits(got, first) else "other bits than ") + names[0]
     print(f"    {n}: {CHECK_STEPS} steps {err:.1e} from the twin, "
           f"{'the same bits twice' if same else 'NOT the same bits twice'}, {alike}",
           flush=True)
@@ -137,7 +137,7 @@ def main(argv):
       continue
     xla = us_per_step(k.reference, members)
     print(f"  {members} members: XLA {xla:.1f} us a step", flush=True)
-    err, same = check(members, FLAGS.shared)
+    err, same, _ = check(members, FLAGS.shared)
     us = us_per_step(k.train_steps, members)
     print(f"    kernel: {CHECK_STEPS} steps {err:.1e} from the twin, "
           f"{'the same bits twice' if same else 'NOT the same bits twice'}; {us:.1f} us a "
@@ -170,15 +170,11 @@ def profile(members: int, shared: bool, trace_dir: str, steps: int = 1):
   print(f"  {members} members, profile of {steps} steps ({steps + 1} walks), {len(first)} "
         f"traced threads, descriptors built before the walk: us, median (largest); a tile's "
         f"scopes also summed over a walk (the median of each thread's walks)")
-  times = dict((name, (median, largest)) for name, median, largest
-               in hopper.scope_times(spans, SCOPES))
-  for name in SCOPES:
-    if name in times:
-      median, largest = times[name]
-      walk = ""
-      if name in TILE_SCOPES:
-        walk = f"  {hopper.per_walk(spans, name, steps + 1):8.2f} a walk"
-      print(f"    {name:14s} {median:8.2f} ({largest:8.2f}){walk}")
+  for name, median, largest in hopper.scope_times(spans, SCOPES):
+    walk = ""
+    if name in TILE_SCOPES:
+      walk = f"  {hopper.per_walk(spans, name, steps + 1):8.2f} a walk"
+    print(f"    {name:14s} {median:8.2f} ({largest:8.2f}){walk}")
   median, largest = hopper.traced_span(first, last, steps + 1)
   starts = sorted(first.values())
   print(f"    {'step':14s} {median:8.2f} ({largest:8.2f}) traced; the threads' first events "

@@ -50,12 +50,6 @@ def _interpreter_missing():
           or os.environ.get("JAXSHALLOW_INTERPRETER_TESTS") != "1")
 
 
-def _races_found() -> bool:
-  """Whether the interpreter's race detector recorded a race (jax 0.12 raises at one too)."""
-  from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks
-  return bool(gpu_callbacks.get_races().races_found)
-
-
 @pytest.mark.skipif(_interpreter_missing(), reason="no Mosaic GPU interpreter, or JAXSHALLOW_INTERPRETER_TESTS unset")
 def test_interpreted_kernel_is_near_float64(request):
   """The kernel itself (both warpgroups and their hand-overs, in Mosaic GPU's interpreter with
@@ -71,7 +65,7 @@ def test_interpreted_kernel_is_near_float64(request):
   run = lambda p, a, b: logreg_mgpu.train_steps(p, a, b, 0.5,
                                                 interpret={"detect_races": True})
   got = jax.block_until_ready(jax.jit(run)(params, xs, onehot))
-  assert not _races_found()
+  assert not mgpu_interpreter.races_found()
   with jax.enable_x64(True):
     p64 = jax.tree.map(lambda a: jnp.asarray(np.asarray(a), jnp.float64), params)
     want = logreg_mgpu.reference(p64, xs.astype(jnp.float64), onehot.astype(jnp.float64), 0.5)

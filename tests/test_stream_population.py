@@ -18,64 +18,50 @@ import mgpu_interpreter
 SIZES = (784, 256, 10)
 
 
+def _abstract(members=2, steps=2, sets=2):
+  """train_steps' arguments as shapes: members' params and learning rates, ``sets`` of
+  batches."""
+  f32, shape = jnp.float32, jax.ShapeDtypeStruct
+  params = [{"w": shape((members, a, b), f32), "b": shape((members, b), f32)}
+            for a, b in zip(SIZES[:-1], SIZES[1:])]
+  return (params, shape((members,), f32),
+          shape((sets, steps, k.BATCH, k.INPUTS), jnp.bfloat16),
+          shape((sets, steps, k.ROWS, k.BATCH), f32))
+
+
+def _lowered(args, **kw) -> str:
+  """train_steps(**kw) lowered for Hopper: its text, with its Mosaic GPU module."""
+  text = (jax.jit(lambda *a: k.train_steps(*a, **kw)).trace(*args)
+          .lower(lowering_platforms=("cuda",)).as_text())
+  assert "mosaic_gpu" in text
+  return text
+
+
 @pytest.mark.parametrize("members,steps,sets,parts",
                          [(3, 2, 3, "all"), (2, 1, 1, "all"), (2, 2, 2, "walk"),
                           (2, 2, 2, "outputs")],
                          ids=["own", "shared", "walks-alone", "outputs-alone"])
 def test_kernel_lowers(members, steps, sets, parts):
   """Both kinds of batches, and the probe's floors (the walks alone, the output layer alone)."""
-  f32, shape = jnp.float32, jax.ShapeDtypeStruct
-  params = [{"w": shape((members, a, b), f32), "b": shape((members, b), f32)}
-            for a, b in zip(SIZES[:-1], SIZES[1:])]
-  args = (params, shape((members,), f32), shape((sets, steps, k.BATCH, k.INPUTS), jnp.bfloat16),
-          shape((sets, steps, k.ROWS, k.BATCH), f32))
-  fn = jax.jit(lambda *a: k.train_steps(*a, parts=parts))
-  text = fn.trace(*args).lower(lowering_platforms=("cuda",)).as_text()
-  assert "mosaic_gpu" in text
+  _lowered(_abstract(members, steps, sets), parts=parts)
 
 
 def test_fresh_descriptors_lower():
   """``FRESH_DESCRIPTORS`` (each product's descriptors built where it runs; the default with
   the jax versions it was checked with on a GPU) lowers for Hopper, and differs from the
   form before it."""
-  f32, shape = jnp.float32, jax.ShapeDtypeStruct
-  params = [{"w": shape((2, a, b), f32), "b": shape((2, b), f32)}
-            for a, b in zip(SIZES[:-1], SIZES[1:])]
-  args = (params, shape((2,), f32), shape((2, 2, k.BATCH, k.INPUTS), jnp.bfloat16),
-          shape((2, 2, k.ROWS, k.BATCH), f32))
-  texts = [jax.jit(lambda *a, on=on: k.train_steps(*a, fresh_descriptors=on)).trace(*args)
-           .lower(lowering_platforms=("cuda",)).as_text() for on in (False, True)]
-  assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
+  args = _abstract()
+  assert _lowered(args, fresh_descriptors=False) != _lowered(args, fresh_descriptors=True)
 
 
-@pytest.mark.parametrize("forms", [{"ahead": "store"}, {"ahead": "start"}, {"reverse_odd": True},
-                                   {"ahead": True, "reverse_odd": True}],
-                         ids=["ahead", "ahead-start", "reversed", "ahead-reversed"])
-def test_forms_lower(forms):
-  """``AHEAD`` (two W0 tiles in flight, x shared: its shared memory fits) and ``REVERSE_ODD``
-  lower for Hopper, each a module other than the default's."""
-  f32, shape = jnp.float32, jax.ShapeDtypeStruct
-  params = [{"w": shape((2, a, b), f32), "b": shape((2, b), f32)}
-            for a, b in zip(SIZES[:-1], SIZES[1:])]
-  args = (params, shape((2,), f32), shape((2, 2, k.BATCH, k.INPUTS), jnp.bfloat16),
-          shape((2, 2, k.ROWS, k.BATCH), f32))
-  texts = [jax.jit(lambda *a, f=f: k.train_steps(*a, **f)).trace(*args)
-           .lower(lowering_platforms=("cuda",)).as_text() for f in ({}, forms)]
-  assert all("mosaic_gpu" in t for t in texts) and texts[0] != texts[1]
-
-
-def test_forms_are_distinct_modules():
-  """Each form (and where ``AHEAD`` fetches) lowers to a module of its own: none is dropped."""
-  f32, shape = jnp.float32, jax.ShapeDtypeStruct
-  params = [{"w": shape((2, a, b), f32), "b": shape((2, b), f32)}
-            for a, b in zip(SIZES[:-1], SIZES[1:])]
-  args = (params, shape((2,), f32), shape((2, 2, k.BATCH, k.INPUTS), jnp.bfloat16),
-          shape((2, 2, k.ROWS, k.BATCH), f32))
+def test_forms_lower_to_distinct_modules():
+  """``AHEAD`` (two W0 tiles in flight, x shared: its shared memory fits; True is
+  ``AHEAD_AT``'s) and ``REVERSE_ODD`` lower for Hopper, each form (and where ``AHEAD``
+  fetches) a module of its own and other than the default's: none is dropped."""
+  args = _abstract()
   forms = [{}, {"ahead": "store"}, {"ahead": "start"}, {"reverse_odd": True},
-           {"ahead": "store", "reverse_odd": True}]
-  texts = {jax.jit(lambda *a, f=f: k.train_steps(*a, **f)).trace(*args)
-           .lower(lowering_platforms=("cuda",)).as_text() for f in forms}
-  assert len(texts) == len(forms)
+           {"ahead": True, "reverse_odd": True}]
+  assert len({_lowered(args, **f) for f in forms}) == len(forms)
   with pytest.raises(ValueError, match="ahead: 'start', 'store' or False"):
     k.train_steps(*args, ahead="sideways")
 
